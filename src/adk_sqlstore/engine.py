@@ -1,0 +1,162 @@
+"""Database URLs and engines: the one place that knows about drivers and pragmas.
+
+The URL comes from the argument, else the ``ADK_SQLSTORE_DATABASE_URL`` environment
+variable, else an embedded SQLite file (see :func:`default_sqlite_path`). Plain
+``postgresql://`` and ``sqlite:///`` URLs are mapped to the asyncio drivers asyncpg and
+aiosqlite. Passwords are replaced by ``***`` wherever a URL is shown.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+__all__ = [
+    "DATABASE_URL_ENV",
+    "DatabaseTarget",
+    "configure_engine",
+    "create_engine",
+    "default_sqlite_path",
+    "redact_url",
+    "resolve_url",
+]
+
+DATABASE_URL_ENV = "ADK_SQLSTORE_DATABASE_URL"
+DEFAULT_SQLITE_BUSY_TIMEOUT = 30.0  # seconds
+WRITE_OPTION = "adk_sqlstore_write"
+
+_ASYNC_DRIVERS = {"postgresql": "asyncpg", "sqlite": "aiosqlite"}
+
+
+def default_sqlite_path() -> Path:
+    """The embedded database file: ``$XDG_DATA_HOME/adk-sqlstore/adk_sqlstore.db``.
+
+    ``XDG_DATA_HOME`` defaults to ``~/.local/share``.
+    """
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "adk-sqlstore" / "adk_sqlstore.db"
+
+
+@dataclass(frozen=True)
+class DatabaseTarget:
+    """A resolved database URL.
+
+    Attributes:
+        url: the URL with an asyncio driver.
+        embedded: True when no URL was given anywhere and the embedded SQLite
+            default is used (the service may then migrate it by itself).
+    """
+
+    url: URL
+    embedded: bool
+
+    @property
+    def display(self) -> str:
+        """The URL with its password replaced by ``***``."""
+        return redact_url(self.url)
+
+
+def redact_url(url: str | URL) -> str:
+    """Render ``url`` with its password hidden (``***``); never raises."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # an unparsable URL: show nothing of it
+        return "<unparsable database URL>"
+
+
+def normalize_url(url: str | URL) -> URL:
+    """Map a URL to its asyncio driver: ``postgresql://`` to asyncpg, ``sqlite://``
+    to aiosqlite (``postgres://`` is accepted as ``postgresql://``).
+
+    Raises:
+        ValueError: the URL cannot be parsed or names another database; the message
+            shows the URL with its password hidden.
+    """
+    if isinstance(url, str) and url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://") :]
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise ValueError(f"invalid database URL {redact_url(url)!r}") from None
+    backend = parsed.get_backend_name()
+    driver = _ASYNC_DRIVERS.get(backend)
+    if driver is None:
+        raise ValueError(
+            f"unsupported database {backend!r} in {redact_url(parsed)!r}: adk-sqlstore runs"
+            " on PostgreSQL (postgresql://) and SQLite (sqlite:///path)"
+        )
+    if parsed.get_driver_name() != driver:
+        parsed = parsed.set(drivername=f"{backend}+{driver}")
+    return parsed
+
+
+def resolve_url(url: str | URL | None = None) -> DatabaseTarget:
+    """Resolve the database: ``url``, else ``$ADK_SQLSTORE_DATABASE_URL``, else the
+    embedded SQLite file (whose folder is created)."""
+    if url is None:
+        url = os.environ.get(DATABASE_URL_ENV) or None
+    if url is not None:
+        return DatabaseTarget(normalize_url(url), embedded=False)
+    path = default_sqlite_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return DatabaseTarget(normalize_url(f"sqlite:///{path}"), embedded=True)
+
+
+def create_engine(
+    url: str | URL, *, sqlite_busy_timeout: float = DEFAULT_SQLITE_BUSY_TIMEOUT, **kwargs: Any
+) -> AsyncEngine:
+    """Create an :class:`AsyncEngine` for ``url`` configured by :func:`configure_engine`.
+
+    Args:
+        url: a database URL (normalised with the asyncio driver).
+        sqlite_busy_timeout: seconds an SQLite writer waits for the lock.
+        **kwargs: passed to :func:`sqlalchemy.ext.asyncio.create_async_engine`.
+    """
+    engine = create_async_engine(normalize_url(url), **kwargs)
+    configure_engine(engine, sqlite_busy_timeout=sqlite_busy_timeout)
+    return engine
+
+
+def configure_engine(
+    engine: AsyncEngine, *, sqlite_busy_timeout: float = DEFAULT_SQLITE_BUSY_TIMEOUT
+) -> None:
+    """Install the SQLite connection settings on ``engine`` (idempotent; no-op for
+    other databases).
+
+    Each new SQLite connection gets ``journal_mode=WAL``, ``synchronous=NORMAL``
+    (durable across application crashes), ``foreign_keys=ON`` and a busy timeout.
+    Transactions are begun by this library rather than by the driver: ``BEGIN`` for
+    reads, so that every read of a call sees one snapshot, and ``BEGIN IMMEDIATE`` for
+    writes, so that a writer waits for the lock (up to the busy timeout) instead of
+    failing with "database is locked" when it upgrades a read lock.
+    """
+    sync_engine = engine.sync_engine
+    if sync_engine.dialect.name != "sqlite" or getattr(sync_engine, "_adk_sqlstore", False):
+        return
+    busy_ms = int(sqlite_busy_timeout * 1000)
+
+    @event.listens_for(sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = NORMAL")
+            cursor.execute("PRAGMA foreign_keys = ON")
+        finally:
+            cursor.close()
+
+    @event.listens_for(sync_engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        write = conn.get_execution_options().get(WRITE_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    sync_engine._adk_sqlstore = True  # type: ignore[attr-defined]

@@ -1,0 +1,90 @@
+"""Errors raised by adk-sqlstore.
+
+Every error derives from :class:`AdkSqlStoreError`. Errors that ADK also defines
+(``AlreadyExistsError``, ``SessionNotFoundError``, ``StaleSessionError``) carry the
+same names so that code written against ADK reads the same; the ADK drop-in classes
+re-raise ADK's own types chained to these. Database driver errors are wrapped with
+``raise ... from exc`` and never carry a database password in their message.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AdkSqlStoreError",
+    "AlreadyExistsError",
+    "DatabaseUnavailableError",
+    "InvalidIdentifierError",
+    "InvalidStateError",
+    "InvalidEventError",
+    "SchemaNotMigratedError",
+    "SessionNotFoundError",
+    "StaleSessionError",
+]
+
+
+class AdkSqlStoreError(Exception):
+    """Root of every error this library raises."""
+
+
+class AlreadyExistsError(AdkSqlStoreError):
+    """A session with this (app_name, user_id, session_id) already exists."""
+
+
+class SessionNotFoundError(AdkSqlStoreError):
+    """The session does not exist (never created, or deleted)."""
+
+
+class StaleSessionError(AdkSqlStoreError):
+    """The session object was loaded before another writer appended to it.
+
+    Nothing was written. Reload the session with ``get_session`` and retry the turn.
+    Follows ADK's ``google.adk.errors.StaleSessionError``.
+    """
+
+    def __init__(self, message: str, *, expected_revision: int, stored_revision: int) -> None:
+        super().__init__(message)
+        self.expected_revision = expected_revision
+        self.stored_revision = stored_revision
+
+
+class InvalidStateError(AdkSqlStoreError, ValueError):
+    """A state key or value cannot be stored exactly as JSON.
+
+    Attributes:
+        key: the offending state key, with its scope prefix as the caller wrote it.
+    """
+
+    def __init__(self, message: str, *, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class InvalidEventError(AdkSqlStoreError, ValueError):
+    """An event cannot be stored: it does not serialise to JSON, or its id is taken."""
+
+
+class InvalidIdentifierError(AdkSqlStoreError, ValueError):
+    """An app_name, user_id or session id is not a storable identifier."""
+
+
+class SchemaNotMigratedError(AdkSqlStoreError):
+    """The database schema is not at the revision this version of the library needs.
+
+    Attributes:
+        current_revision: the database's Alembic revision, or ``None`` when it has none.
+        head_revision: the revision this library needs.
+    """
+
+    def __init__(
+        self, message: str, *, current_revision: str | None, head_revision: str
+    ) -> None:
+        super().__init__(message)
+        self.current_revision = current_revision
+        self.head_revision = head_revision
+
+
+class DatabaseUnavailableError(AdkSqlStoreError):
+    """The database could not be reached or failed while running a statement.
+
+    The original driver error is chained as ``__cause__``.
+    """

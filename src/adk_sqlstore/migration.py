@@ -1,0 +1,110 @@
+"""Running and checking the Alembic migrations from inside the library.
+
+The migration scripts live in ``migrations/`` at the top of a source checkout and are
+shipped inside the wheel as ``adk_sqlstore/migrations``, so an installed package can
+migrate a database (``adk-sqlstore migrate``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import inspect, text
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from .engine import WRITE_OPTION, redact_url
+from .errors import SchemaNotMigratedError
+from .schema import ALEMBIC_VERSION_TABLE
+
+__all__ = [
+    "HEAD_REVISION",
+    "check_schema",
+    "current_revision",
+    "downgrade",
+    "migrations_path",
+    "upgrade",
+]
+
+HEAD_REVISION = "0001"
+"""The Alembic revision this version of the library reads and writes."""
+
+
+def migrations_path() -> Path:
+    """The folder holding ``env.py`` and ``versions/``.
+
+    Inside an installed wheel it is ``adk_sqlstore/migrations``; in a source checkout
+    (or an editable install) it is ``migrations/`` at the repository root.
+    """
+    packaged = Path(__file__).resolve().parent / "migrations"
+    if (packaged / "env.py").is_file():
+        return packaged
+    checkout = Path(__file__).resolve().parents[2] / "migrations"
+    if (checkout / "env.py").is_file():
+        return checkout
+    raise FileNotFoundError("adk-sqlstore's migration scripts are missing from this install")
+
+
+def _alembic_config(connection: Connection) -> Any:
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(migrations_path()))
+    config.attributes["connection"] = connection
+    config.attributes["configure_logging"] = False
+    return config
+
+
+def _current(connection: Connection) -> str | None:
+    if not inspect(connection).has_table(ALEMBIC_VERSION_TABLE):
+        return None
+    rows = connection.execute(text(f"SELECT version_num FROM {ALEMBIC_VERSION_TABLE}")).all()
+    return rows[0][0] if rows else None
+
+
+async def current_revision(engine: AsyncEngine) -> str | None:
+    """The database's Alembic revision, or ``None`` when it was never migrated."""
+    async with engine.connect() as conn:
+        return await conn.run_sync(_current)
+
+
+async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
+    """Upgrade the database to ``revision`` (default: the newest) in one transaction."""
+    from alembic import command
+
+    async with engine.connect() as conn:
+        conn = await conn.execution_options(**{WRITE_OPTION: True})
+        await conn.run_sync(lambda sync: command.upgrade(_alembic_config(sync), revision))
+        await conn.commit()
+
+
+async def downgrade(engine: AsyncEngine, revision: str) -> None:
+    """Downgrade the database to ``revision`` (``"base"`` removes every table)."""
+    from alembic import command
+
+    async with engine.connect() as conn:
+        conn = await conn.execution_options(**{WRITE_OPTION: True})
+        await conn.run_sync(lambda sync: command.downgrade(_alembic_config(sync), revision))
+        await conn.commit()
+
+
+async def check_schema(engine: AsyncEngine) -> None:
+    """Raise :class:`SchemaNotMigratedError` unless the database is at :data:`HEAD_REVISION`.
+
+    The message names the command that fixes it, with the password hidden.
+    """
+    current = await current_revision(engine)
+    if current == HEAD_REVISION:
+        return
+    url = redact_url(engine.url)
+    if current is None:
+        what = "has no adk-sqlstore tables"
+    else:
+        what = f"is at schema revision {current!r}, this version of adk-sqlstore needs {HEAD_REVISION!r}"
+    raise SchemaNotMigratedError(
+        f"the database {url} {what}; run: adk-sqlstore migrate --url '{url}'"
+        " (or pass auto_migrate=True)",
+        current_revision=current,
+        head_revision=HEAD_REVISION,
+    )

@@ -1,0 +1,122 @@
+"""The tables, declared once with SQLAlchemy Core.
+
+Alembic migrations (``migrations/``) are the only thing that creates them; this
+module is what the queries are written against and what the migration test compares
+the migrated database with. Every table is prefixed ``sqlstore_`` so that it can
+share a database with ADK's own ``DatabaseSessionService`` tables (``sessions``,
+``events``, ...), and every key leads with ``(app_name, user_id)``.
+
+Times are ``DOUBLE PRECISION`` seconds since the Unix epoch (UTC), so an event's
+float timestamp comes back bit-for-bit on every dialect. JSON is stored as text
+written by this library: PostgreSQL ``jsonb`` cannot hold ``U+0000`` and rewrites
+floats such as ``1e308``, and state must round-trip exactly.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Double,
+    ForeignKeyConstraint,
+    MetaData,
+    PrimaryKeyConstraint,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+__all__ = [
+    "ALEMBIC_VERSION_TABLE",
+    "app_state",
+    "events",
+    "metadata",
+    "session_state",
+    "sessions",
+    "user_state",
+]
+
+ALEMBIC_VERSION_TABLE = "sqlstore_alembic_version"
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+sessions = Table(
+    "sqlstore_sessions",
+    metadata,
+    Column("app_name", Text, nullable=False),
+    Column("user_id", Text, nullable=False),
+    Column("id", Text, nullable=False),
+    # Optimistic-concurrency token: the number of events appended so far.
+    Column("revision", BigInteger, nullable=False),
+    Column("create_time", Double, nullable=False),
+    Column("update_time", Double, nullable=False),
+    PrimaryKeyConstraint("app_name", "user_id", "id"),
+)
+
+events = Table(
+    "sqlstore_events",
+    metadata,
+    Column("app_name", Text, nullable=False),
+    Column("user_id", Text, nullable=False),
+    Column("session_id", Text, nullable=False),
+    # Append order within the session: the session revision the append produced.
+    Column("seq", BigInteger, nullable=False),
+    Column("id", Text, nullable=False),
+    Column("invocation_id", Text, nullable=False),
+    Column("author", Text, nullable=False),
+    Column("timestamp", Double, nullable=False),
+    # The whole event as JSON text, so no field is lost.
+    Column("data", Text, nullable=False),
+    PrimaryKeyConstraint("app_name", "user_id", "session_id", "seq"),
+    UniqueConstraint("app_name", "user_id", "session_id", "id"),
+    ForeignKeyConstraint(
+        ["app_name", "user_id", "session_id"],
+        ["sqlstore_sessions.app_name", "sqlstore_sessions.user_id", "sqlstore_sessions.id"],
+        ondelete="CASCADE",
+    ),
+)
+
+session_state = Table(
+    "sqlstore_session_state",
+    metadata,
+    Column("app_name", Text, nullable=False),
+    Column("user_id", Text, nullable=False),
+    Column("session_id", Text, nullable=False),
+    Column("key", Text, nullable=False),
+    Column("value", Text, nullable=False),
+    PrimaryKeyConstraint("app_name", "user_id", "session_id", "key"),
+    ForeignKeyConstraint(
+        ["app_name", "user_id", "session_id"],
+        ["sqlstore_sessions.app_name", "sqlstore_sessions.user_id", "sqlstore_sessions.id"],
+        ondelete="CASCADE",
+    ),
+)
+
+user_state = Table(
+    "sqlstore_user_state",
+    metadata,
+    Column("app_name", Text, nullable=False),
+    Column("user_id", Text, nullable=False),
+    Column("key", Text, nullable=False),
+    Column("value", Text, nullable=False),
+    Column("update_time", Double, nullable=False),
+    PrimaryKeyConstraint("app_name", "user_id", "key"),
+)
+
+app_state = Table(
+    "sqlstore_app_state",
+    metadata,
+    Column("app_name", Text, nullable=False),
+    Column("key", Text, nullable=False),
+    Column("value", Text, nullable=False),
+    Column("update_time", Double, nullable=False),
+    PrimaryKeyConstraint("app_name", "key"),
+)

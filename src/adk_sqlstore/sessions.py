@@ -1,0 +1,485 @@
+"""``SqlSessionService``: durable ADK-style sessions on PostgreSQL or SQLite.
+
+A session ``(app_name, user_id, id)`` holds an append-only list of events; each event
+may carry ``actions.state_delta`` and session state is the fold of those deltas,
+materialised per key so that loading a session is a lookup, not a replay. Keys
+prefixed ``app:`` are shared by every user of the app, ``user:`` by every session of
+one user, ``temp:`` never leave the current invocation (ADK's ``State`` scopes; see
+``google.adk.sessions.base_session_service`` for the append semantics followed here).
+
+Every write is one transaction. Appends use optimistic concurrency on an integer
+revision: an append built on a stale read raises :class:`StaleSessionError` and
+writes nothing, whichever process made the other append.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Any, ClassVar, Self
+
+from pydantic import TypeAdapter
+from pydantic_core import PydanticSerializationError
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from . import queries
+from .engine import WRITE_OPTION, configure_engine, create_engine, redact_url, resolve_url
+from .errors import (
+    AlreadyExistsError,
+    DatabaseUnavailableError,
+    InvalidEventError,
+    SessionNotFoundError,
+    StaleSessionError,
+)
+from .migration import check_schema, upgrade
+from .models import Event, GetSessionConfig, ListSessionsResponse, Session
+from .state import ScopedDelta, drop_temp, merge_state, split_delta
+from .validation import check_identifier, check_state_delta, dump_json_value
+
+__all__ = ["SqlSessionService"]
+
+logger = logging.getLogger(__name__)
+
+_EVENT_LIST = TypeAdapter(list[Event])
+
+
+def _encode_scoped(scoped: ScopedDelta) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    return (
+        {k: dump_json_value(v) for k, v in scoped.app.items()},
+        {k: dump_json_value(v) for k, v in scoped.user.items()},
+        {k: dump_json_value(v) for k, v in scoped.session.items()},
+    )
+
+
+class SqlSessionService:
+    """Sessions, events and scoped state in a SQL database.
+
+    Create it with :meth:`from_url` (it then owns and closes its engine) or pass an
+    :class:`~sqlalchemy.ext.asyncio.AsyncEngine` you manage yourself. Use it as an
+    async context manager, or call :meth:`close`.
+
+    The schema is managed by Alembic. The first call checks that the database is at
+    the revision this version needs and raises
+    :class:`~adk_sqlstore.errors.SchemaNotMigratedError` otherwise, unless
+    ``auto_migrate`` is true, in which case it upgrades the database itself.
+
+    Args:
+        engine: an asyncio engine (asyncpg or aiosqlite). For SQLite, the
+            connection settings of :func:`adk_sqlstore.engine.configure_engine`
+            (WAL, busy timeout, foreign keys, ``BEGIN IMMEDIATE`` for writes) are
+            installed on it.
+        auto_migrate: upgrade the schema to the newest revision on first use.
+    """
+
+    #: The model events are decoded into; a subclass may use another pydantic
+    #: model with ADK's field names.
+    event_model: ClassVar[type[Any]] = Event
+
+    def __init__(self, engine: AsyncEngine, *, auto_migrate: bool = False) -> None:
+        configure_engine(engine)
+        self._engine = engine
+        self._owns_engine = False
+        self._auto_migrate = auto_migrate
+        self._ready = False
+        self._ready_lock = asyncio.Lock()
+        self._write_engine = engine.execution_options(**{WRITE_OPTION: True})
+        if engine.dialect.name == "postgresql":
+            # One snapshot for every statement of a read (session row, state, events).
+            self._read_engine = engine.execution_options(
+                isolation_level="REPEATABLE READ", postgresql_readonly=True
+            )
+        else:
+            self._read_engine = engine  # SQLite: the BEGIN of a read takes a snapshot
+        self._events_adapter: TypeAdapter[list[Any]] = (
+            _EVENT_LIST if self.event_model is Event else TypeAdapter(list[self.event_model])  # type: ignore[name-defined]
+        )
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str | URL | None = None,
+        *,
+        auto_migrate: bool | None = None,
+        **engine_kwargs: Any,
+    ) -> Self:
+        """Create a service with its own engine.
+
+        Args:
+            url: database URL; defaults to ``$ADK_SQLSTORE_DATABASE_URL``, else the
+                embedded SQLite file. ``postgresql://`` and ``sqlite:///`` URLs are
+                mapped to asyncpg and aiosqlite.
+            auto_migrate: upgrade the schema on first use. ``None`` (the default)
+                means: only for the embedded SQLite default; a server database is
+                never altered unless asked.
+            **engine_kwargs: passed to ``create_async_engine`` (e.g. ``pool_size``).
+
+        Raises:
+            ValueError: the URL is invalid or names an unsupported database (the
+                message hides the password).
+        """
+        target = resolve_url(url)
+        engine = create_engine(target.url, **engine_kwargs)
+        service = cls(engine, auto_migrate=target.embedded if auto_migrate is None else auto_migrate)
+        service._owns_engine = True
+        return service
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The engine this service runs on."""
+        return self._engine
+
+    async def close(self) -> None:
+        """Dispose of the engine if this service created it (``from_url``)."""
+        if self._owns_engine:
+            await self._engine.dispose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- transactions -------------------------------------------------------------
+
+    async def ensure_schema(self) -> None:
+        """Check (or, with ``auto_migrate``, upgrade) the schema once per service.
+
+        Raises:
+            SchemaNotMigratedError: the database is not at the needed revision.
+        """
+        if self._ready:
+            return
+        async with self._ready_lock:
+            if self._ready:
+                return
+            try:
+                if self._auto_migrate:
+                    await upgrade(self._engine)
+                await check_schema(self._engine)
+            except DBAPIError as exc:
+                raise self._unavailable(exc) from exc
+            self._ready = True
+
+    def _unavailable(self, exc: DBAPIError) -> DatabaseUnavailableError:
+        reason = type(exc.orig).__name__ if exc.orig is not None else type(exc).__name__
+        return DatabaseUnavailableError(
+            f"database error on {redact_url(self._engine.url)}: {reason}: "
+            f"{str(exc.orig).splitlines()[0] if exc.orig is not None else exc}"
+        )
+
+    @asynccontextmanager
+    async def _transaction(self, *, write: bool) -> AsyncIterator[AsyncConnection]:
+        await self.ensure_schema()
+        engine = self._write_engine if write else self._read_engine
+        try:
+            async with engine.begin() as conn:
+                yield conn
+        except IntegrityError:
+            raise
+        except DBAPIError as exc:
+            raise self._unavailable(exc) from exc
+
+    # -- sessions -----------------------------------------------------------------
+
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        """Create a session, seeding its state.
+
+        ``user:`` and ``app:`` keys of ``state`` go to the user and app scopes (and
+        overwrite what was there), ``temp:`` keys are dropped, the rest is session
+        state.
+
+        Args:
+            app_name: the application.
+            user_id: the user; a security boundary, from your authentication.
+            state: initial state (JSON values).
+            session_id: the id to use; a UUID4 string is generated when ``None``.
+
+        Returns:
+            The session with its merged state, no events, revision 0 and
+            ``last_update_time`` set to now (seconds since the epoch, UTC).
+
+        Raises:
+            AlreadyExistsError: the id is taken for this app and user, also when two
+                creates race.
+            InvalidIdentifierError: an identifier is empty, too long or contains NUL.
+            InvalidStateError: a state value is not JSON; nothing is written.
+        """
+        check_identifier("app_name", app_name)
+        check_identifier("user_id", user_id)
+        if session_id is None:
+            session_id = str(uuid.uuid4())
+        check_identifier("session_id", session_id)
+        check_state_delta(drop_temp(state or {}))
+        scoped = split_delta(state)
+        app_json, user_json, session_json = _encode_scoped(scoped)
+        now = time.time()
+        try:
+            async with self._transaction(write=True) as conn:
+                await queries.insert_session(
+                    conn, app_name=app_name, user_id=user_id, session_id=session_id,
+                    create_time=now, update_time=now,
+                )
+                await queries.write_state(
+                    conn, app_name=app_name, user_id=user_id, session_id=session_id,
+                    app=app_json, user=user_json, session=session_json, now=now,
+                )
+                app = await queries.load_app_state(conn, app_name=app_name)
+                users = await queries.load_user_states(conn, app_name=app_name, user_id=user_id)
+        except IntegrityError as exc:
+            raise AlreadyExistsError(
+                f"session {session_id!r} already exists for app {app_name!r} and user"
+                f" {user_id!r}"
+            ) from exc
+        return Session(
+            id=session_id,
+            app_name=app_name,
+            user_id=user_id,
+            state=merge_state(app, users.get(user_id, {}), scoped.session),
+            last_update_time=now,
+            revision=0,
+        )
+
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:
+        """Load a session with its merged state and events (oldest first).
+
+        The session row, its state and its events are read from one snapshot.
+
+        Args:
+            config: ``num_recent_events`` returns only the newest N events (0 returns
+                none; the query reads N rows whatever the history length);
+                ``after_timestamp`` only events with ``timestamp >= after_timestamp``
+                (seconds since the epoch); both combine.
+
+        Returns:
+            The session, or ``None`` when it does not exist for this app and user
+            (an id of another user or app is never returned). State is the whole
+            fold whatever ``config`` limits.
+        """
+        async with self._transaction(write=False) as conn:
+            row = await queries.load_session(
+                conn, app_name=app_name, user_id=user_id, session_id=session_id
+            )
+            if row is None:
+                return None
+            states = await queries.load_states(
+                conn, app_name=app_name, user_id=user_id, session_id=session_id
+            )
+            num_recent = config.num_recent_events if config else None
+            if num_recent == 0:
+                texts: list[str] = []
+            else:
+                texts = await queries.load_events(
+                    conn,
+                    app_name=app_name,
+                    user_id=user_id,
+                    session_id=session_id,
+                    num_recent_events=num_recent,
+                    after_timestamp=config.after_timestamp if config else None,
+                )
+        return self._build_session(
+            row, merge_state(states.app, states.user, states.session), self._decode_events(texts)
+        )
+
+    def _decode_events(self, texts: list[str]) -> list[Any]:
+        if not texts:
+            return []
+        return self._events_adapter.validate_json("[" + ",".join(texts) + "]")
+
+    def _build_session(
+        self, row: queries.SessionRow, state: dict[str, Any], events: list[Any]
+    ) -> Any:
+        return Session(
+            id=row.id,
+            app_name=row.app_name,
+            user_id=row.user_id,
+            state=state,
+            events=events,
+            last_update_time=row.update_time,
+            revision=row.revision,
+        )
+
+    def _revision_of(self, session: Any) -> int:
+        return int(session.revision)
+
+    def _set_revision(self, session: Any, revision: int) -> None:
+        session.revision = revision
+
+    async def list_sessions(
+        self, *, app_name: str, user_id: str | None = None
+    ) -> ListSessionsResponse:
+        """List sessions without their events, oldest ``last_update_time`` first.
+
+        Ties are broken by ``user_id`` then session id. Each session carries its
+        merged state and revision.
+
+        Args:
+            user_id: one user's sessions; ``None`` lists every user of the app.
+        """
+        async with self._transaction(write=False) as conn:
+            rows, session_states = await queries.list_sessions(
+                conn, app_name=app_name, user_id=user_id
+            )
+            app = await queries.load_app_state(conn, app_name=app_name)
+            users = await queries.load_user_states(conn, app_name=app_name, user_id=user_id)
+        return ListSessionsResponse(
+            sessions=[
+                self._build_session(
+                    row,
+                    merge_state(app, users.get(row.user_id, {}),
+                                session_states.get((row.user_id, row.id), {})),
+                    [],
+                )
+                for row in rows
+            ]
+        )
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        """Delete a session with its events and session state (no-op if absent).
+
+        User and app state stay: they belong to the user and the app.
+        """
+        async with self._transaction(write=True) as conn:
+            await queries.delete_session(
+                conn, app_name=app_name, user_id=user_id, session_id=session_id
+            )
+
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        """The user's state: keys without the ``user:`` prefix (``{}`` when none)."""
+        async with self._transaction(write=False) as conn:
+            users = await queries.load_user_states(conn, app_name=app_name, user_id=user_id)
+        return users.get(user_id, {})
+
+    async def get_app_state(self, *, app_name: str) -> dict[str, Any]:
+        """The app's state: keys without the ``app:`` prefix (``{}`` when none)."""
+        async with self._transaction(write=False) as conn:
+            return await queries.load_app_state(conn, app_name=app_name)
+
+    # -- appends ------------------------------------------------------------------
+
+    async def append_event(self, session: Any, event: Any) -> Any:
+        """Append ``event`` to ``session`` in storage, then to the session object.
+
+        Follows ADK's ``BaseSessionService.append_event``:
+
+        * a partial event (``event.partial``) is returned as is and not stored;
+        * ``temp:`` keys of ``event.actions.state_delta`` are applied to
+          ``session.state`` but never stored, not even inside the stored event (they
+          are removed from the event's delta, as ADK does);
+        * the rest of the delta is split by scope and written key by key in the same
+          transaction as the event, so concurrent writers of different ``user:`` or
+          ``app:`` keys lose nothing;
+        * ``session.last_update_time`` becomes ``event.timestamp``.
+
+        The session object (state, events, revision) changes only after the
+        transaction committed.
+
+        Args:
+            session: a session loaded from (or created by) this service.
+            event: the event; its ``id`` must be new in the session.
+
+        Returns:
+            The event as stored (without ``temp:`` keys in its delta).
+
+        Raises:
+            StaleSessionError: another writer appended since ``session`` was loaded
+                (its revision is behind storage); nothing was written. Reload and
+                retry.
+            SessionNotFoundError: the session was deleted (or never stored).
+            InvalidEventError: the event's id already exists in the session
+                (rejected, never stored twice) or the event is not serialisable.
+            InvalidStateError: a non-``temp:`` delta value is not JSON.
+        """
+        if event.partial:
+            return event
+        delta: dict[str, Any] = dict(event.actions.state_delta or {})
+        stored_delta = drop_temp(delta)
+        check_state_delta(stored_delta)
+        check_identifier("event id", event.id)
+        for name in ("invocation_id", "author"):
+            if "\x00" in (getattr(event, name) or ""):
+                raise InvalidEventError(f"event {name} must not contain NUL (U+0000)")
+        if len(stored_delta) != len(delta):
+            actions = event.actions.model_copy(update={"state_delta": stored_delta})
+            stored_event = event.model_copy(update={"actions": actions})
+        else:
+            stored_event = event
+        data = self._encode_event(stored_event)
+        scoped = split_delta(stored_delta)
+        app_json, user_json, session_json = _encode_scoped(scoped)
+        expected = self._revision_of(session)
+        key = {"app_name": session.app_name, "user_id": session.user_id, "session_id": session.id}
+        try:
+            async with self._transaction(write=True) as conn:
+                revision = await queries.bump_revision(
+                    conn, **key, expected_revision=expected, update_time=event.timestamp
+                )
+                if revision is None:
+                    stored = await queries.session_revision(conn, **key)
+                    if stored is None:
+                        raise SessionNotFoundError(
+                            f"session {session.id!r} of app {session.app_name!r} and user"
+                            f" {session.user_id!r} does not exist (deleted?)"
+                        )
+                    raise StaleSessionError(
+                        f"session {session.id!r} was modified in storage since it was loaded"
+                        f" (loaded revision {expected}, stored revision {stored}); reload it"
+                        " with get_session and retry",
+                        expected_revision=expected,
+                        stored_revision=stored,
+                    )
+                await queries.insert_event(
+                    conn, **key, seq=revision, event_id=event.id,
+                    invocation_id=event.invocation_id or "", author=event.author or "",
+                    timestamp=event.timestamp, data=data,
+                )
+                if scoped:
+                    await queries.write_state(
+                        conn, **key, app=app_json, user=user_json, session=session_json,
+                        now=time.time(),
+                    )
+        except IntegrityError as exc:
+            raise InvalidEventError(
+                f"event id {event.id!r} already exists in session {session.id!r};"
+                " an event is stored once"
+            ) from exc
+        # Committed: now bring the caller's object up to date.
+        if len(stored_delta) != len(delta):
+            event.actions.state_delta = stored_delta
+        for k, v in delta.items():
+            session.state[k] = v
+        session.events.append(event)
+        session.last_update_time = event.timestamp
+        self._set_revision(session, revision)
+        return event
+
+    def _encode_event(self, event: Any) -> str:
+        try:
+            return str(event.model_dump_json(exclude_defaults=True))
+        except PydanticSerializationError as exc:
+            raise InvalidEventError(f"event {event.id!r} cannot be serialised as JSON: {exc}") from exc

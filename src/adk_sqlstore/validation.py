@@ -1,0 +1,144 @@
+"""Checks applied before anything is written: identifiers and JSON state values.
+
+A state value is stored as JSON text and must come back exactly (``==`` and the same
+types). Only JSON's own types pass: ``None``, ``bool``, ``int`` (any size), finite
+``float``, ``str``, ``list`` and ``dict`` with ``str`` keys. NaN and infinities,
+tuples, sets, bytes, datetimes, pydantic models and other objects are rejected with
+:class:`~adk_sqlstore.errors.InvalidStateError` naming the state key, as are strings
+with lone surrogates (not encodable as UTF-8) and nesting deeper than
+:data:`MAX_JSON_DEPTH`. Convert such values yourself (``model_dump()``, ISO strings)
+before putting them in state.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import InvalidIdentifierError, InvalidStateError
+
+__all__ = [
+    "MAX_IDENTIFIER_BYTES",
+    "MAX_JSON_DEPTH",
+    "check_identifier",
+    "check_state_delta",
+    "dump_json_value",
+]
+
+MAX_IDENTIFIER_BYTES = 255
+"""Longest app_name, user_id, session id or event id, in UTF-8 bytes."""
+
+MAX_JSON_DEPTH = 100
+"""Deepest nesting of lists and dicts accepted in a state value."""
+
+
+def check_identifier(kind: str, value: object) -> str:
+    """Return ``value`` if it can be stored verbatim as an identifier.
+
+    An identifier is a non-empty ``str`` of at most :data:`MAX_IDENTIFIER_BYTES`
+    UTF-8 bytes without NUL characters or lone surrogates. Whitespace, path and SQL
+    characters are allowed and stored as given.
+
+    Raises:
+        InvalidIdentifierError: naming ``kind`` (e.g. ``"user_id"``) and the reason.
+    """
+    if not isinstance(value, str):
+        raise InvalidIdentifierError(f"{kind} must be a str, not {type(value).__name__}")
+    if not value:
+        raise InvalidIdentifierError(f"{kind} must not be empty")
+    if "\x00" in value:
+        raise InvalidIdentifierError(f"{kind} must not contain NUL (U+0000) characters")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidIdentifierError(
+            f"{kind} contains a lone surrogate and cannot be encoded as UTF-8"
+        ) from exc
+    if size > MAX_IDENTIFIER_BYTES:
+        raise InvalidIdentifierError(
+            f"{kind} is {size} bytes long; the limit is {MAX_IDENTIFIER_BYTES} UTF-8 bytes"
+        )
+    return value
+
+
+def _fail(key: str, what: str) -> InvalidStateError:
+    return InvalidStateError(f"state key {key!r}: {what}", key=key)
+
+
+def _check_str(key: str, text: str, where: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _fail(key, f"{where} contains a lone surrogate (not valid Unicode)") from None
+
+
+def check_state_key(key: object) -> str:
+    """Return ``key`` if it can be a state key (non-empty str, no NUL, valid Unicode)."""
+    if not isinstance(key, str):
+        raise InvalidStateError(f"state keys must be str, not {type(key).__name__}", key=repr(key))
+    if not key:
+        raise _fail(key, "the key is empty")
+    if "\x00" in key:
+        raise _fail(key, "the key contains NUL (U+0000)")
+    _check_str(key, key, "the key")
+    return key
+
+
+def check_json_value(key: str, value: Any) -> None:
+    """Raise :class:`InvalidStateError` naming ``key`` unless ``value`` is exact JSON."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if item is None or isinstance(item, bool | int):
+            continue
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                raise _fail(key, f"{item!r} is not a JSON number (NaN and infinities are not)")
+            continue
+        if isinstance(item, str):
+            _check_str(key, item, "a string")
+            continue
+        if isinstance(item, list | dict):
+            if depth >= MAX_JSON_DEPTH:
+                raise _fail(key, f"the value is nested deeper than {MAX_JSON_DEPTH} levels")
+            if isinstance(item, dict):
+                for k, v in item.items():
+                    if not isinstance(k, str):
+                        raise _fail(
+                            key,
+                            f"a dict key {k!r} is a {type(k).__name__}; JSON object keys are"
+                            " strings",
+                        )
+                    _check_str(key, k, "a dict key")
+                    stack.append((v, depth + 1))
+            else:
+                stack.extend((v, depth + 1) for v in item)
+            continue
+        raise _fail(
+            key,
+            f"a {type(item).__name__} is not JSON (use str, int, float, bool, None, list"
+            " or dict with str keys; convert datetimes to ISO strings and models with"
+            " model_dump())",
+        )
+
+
+def check_state_delta(delta: Mapping[str, Any] | None) -> None:
+    """Check every key and value of a state delta (or initial state).
+
+    Raises:
+        InvalidStateError: for the first key or value that cannot be stored exactly.
+    """
+    for key, value in (delta or {}).items():
+        check_state_key(key)
+        check_json_value(key, value)
+
+
+def dump_json_value(value: Any) -> str:
+    """Encode a value already accepted by :func:`check_json_value` as compact JSON text.
+
+    ``U+0000`` and other control characters are escaped, so the text is storable in a
+    PostgreSQL ``text`` column; other characters are kept as they are.
+    """
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
