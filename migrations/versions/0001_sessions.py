@@ -49,7 +49,10 @@ def upgrade() -> None:
             "app_name", "user_id", "session_id", "seq", name="pk_sqlstore_events"
         ),
         sa.UniqueConstraint(
-            "app_name", "user_id", "session_id", "id",
+            "app_name",
+            "user_id",
+            "session_id",
+            "id",
             name="uq_sqlstore_events_app_name_user_id_session_id_id",
         ),
         sa.ForeignKeyConstraint(

@@ -45,6 +45,7 @@ __all__ = [
     "ListSessionsResponse",
     "Part",
     "SchemaNotMigratedError",
+    "Session",
     "SessionNotFoundError",
     "SqlSessionService",
     "StaleSessionError",

@@ -83,7 +83,7 @@ def normalize_url(url: str | URL) -> URL:
         url = "postgresql://" + url[len("postgres://") :]
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
+    except ArgumentError:
         raise ValueError(f"invalid database URL {redact_url(url)!r}") from None
     backend = parsed.get_backend_name()
     driver = _ASYNC_DRIVERS.get(backend)

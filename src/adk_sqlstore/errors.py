@@ -13,9 +13,9 @@ __all__ = [
     "AdkSqlStoreError",
     "AlreadyExistsError",
     "DatabaseUnavailableError",
+    "InvalidEventError",
     "InvalidIdentifierError",
     "InvalidStateError",
-    "InvalidEventError",
     "SchemaNotMigratedError",
     "SessionNotFoundError",
     "StaleSessionError",
@@ -75,9 +75,7 @@ class SchemaNotMigratedError(AdkSqlStoreError):
         head_revision: the revision this library needs.
     """
 
-    def __init__(
-        self, message: str, *, current_revision: str | None, head_revision: str
-    ) -> None:
+    def __init__(self, message: str, *, current_revision: str | None, head_revision: str) -> None:
         super().__init__(message)
         self.current_revision = current_revision
         self.head_revision = head_revision

@@ -101,7 +101,10 @@ async def check_schema(engine: AsyncEngine) -> None:
     if current is None:
         what = "has no adk-sqlstore tables"
     else:
-        what = f"is at schema revision {current!r}, this version of adk-sqlstore needs {HEAD_REVISION!r}"
+        what = (
+            f"is at schema revision {current!r}, this version of adk-sqlstore needs"
+            f" {HEAD_REVISION!r}"
+        )
     raise SchemaNotMigratedError(
         f"the database {url} {what}; run: adk-sqlstore migrate --url '{url}'"
         " (or pass auto_migrate=True)",

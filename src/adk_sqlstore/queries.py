@@ -27,9 +27,9 @@ __all__ = [
     "insert_event",
     "insert_session",
     "list_sessions",
+    "load_app_state",
     "load_events",
     "load_session",
-    "load_app_state",
     "load_states",
     "load_user_states",
     "session_revision",
@@ -118,7 +118,8 @@ async def bump_revision(
         .values(revision=sessions.c.revision + 1, update_time=update_time)
         .returning(sessions.c.revision)
     )
-    return result.scalar_one_or_none()
+    revision: int | None = result.scalar_one_or_none()
+    return revision
 
 
 async def session_revision(
@@ -128,7 +129,8 @@ async def session_revision(
     result = await conn.execute(
         select(sessions.c.revision).where(_session_key(app_name, user_id, session_id))
     )
-    return result.scalar_one_or_none()
+    revision: int | None = result.scalar_one_or_none()
+    return revision
 
 
 async def insert_event(
@@ -184,27 +186,48 @@ async def write_state(
     transactions touching the same rows lock them in the same order.
     """
     dialect = conn.dialect
+    rows: list[dict[str, Any]]
     if session:
         rows = [
-            {"app_name": app_name, "user_id": user_id, "session_id": session_id, "key": k,
-             "value": session[k]}
+            {
+                "app_name": app_name,
+                "user_id": user_id,
+                "session_id": session_id,
+                "key": k,
+                "value": session[k],
+            }
             for k in sorted(session)
         ]
         for chunk in _chunks(rows):
             await conn.execute(
-                upsert(dialect, session_state, chunk,
-                       key=("app_name", "user_id", "session_id", "key"), update=("value",))
+                upsert(
+                    dialect,
+                    session_state,
+                    chunk,
+                    key=("app_name", "user_id", "session_id", "key"),
+                    update=("value",),
+                )
             )
     if user:
         rows = [
-            {"app_name": app_name, "user_id": user_id, "key": k, "value": user[k],
-             "update_time": now}
+            {
+                "app_name": app_name,
+                "user_id": user_id,
+                "key": k,
+                "value": user[k],
+                "update_time": now,
+            }
             for k in sorted(user)
         ]
         for chunk in _chunks(rows):
             await conn.execute(
-                upsert(dialect, user_state, chunk, key=("app_name", "user_id", "key"),
-                       update=("value", "update_time"))
+                upsert(
+                    dialect,
+                    user_state,
+                    chunk,
+                    key=("app_name", "user_id", "key"),
+                    update=("value", "update_time"),
+                )
             )
     if app:
         rows = [
@@ -213,8 +236,13 @@ async def write_state(
         ]
         for chunk in _chunks(rows):
             await conn.execute(
-                upsert(dialect, app_state, chunk, key=("app_name", "key"),
-                       update=("value", "update_time"))
+                upsert(
+                    dialect,
+                    app_state,
+                    chunk,
+                    key=("app_name", "key"),
+                    update=("value", "update_time"),
+                )
             )
 
 
@@ -316,10 +344,12 @@ async def list_sessions(
     stmt = select(
         sessions.c.user_id, sessions.c.id, sessions.c.revision, sessions.c.update_time
     ).where(sessions.c.app_name == app_name)
-    state_stmt = select(session_state.c.user_id, session_state.c.session_id,
-                        session_state.c.key, session_state.c.value).where(
-        session_state.c.app_name == app_name
-    )
+    state_stmt = select(
+        session_state.c.user_id,
+        session_state.c.session_id,
+        session_state.c.key,
+        session_state.c.value,
+    ).where(session_state.c.app_name == app_name)
     if user_id is not None:
         stmt = stmt.where(sessions.c.user_id == user_id)
         state_stmt = state_stmt.where(session_state.c.user_id == user_id)

@@ -126,7 +126,9 @@ class SqlSessionService:
         """
         target = resolve_url(url)
         engine = create_engine(target.url, **engine_kwargs)
-        service = cls(engine, auto_migrate=target.embedded if auto_migrate is None else auto_migrate)
+        service = cls(
+            engine, auto_migrate=target.embedded if auto_migrate is None else auto_migrate
+        )
         service._owns_engine = True
         return service
 
@@ -158,38 +160,44 @@ class SqlSessionService:
 
         Raises:
             SchemaNotMigratedError: the database is not at the needed revision.
+            DatabaseUnavailableError: the database cannot be reached.
         """
         if self._ready:
             return
         async with self._ready_lock:
             if self._ready:
                 return
-            try:
+            async with self._database_errors():
                 if self._auto_migrate:
                     await upgrade(self._engine)
                 await check_schema(self._engine)
-            except DBAPIError as exc:
-                raise self._unavailable(exc) from exc
             self._ready = True
 
-    def _unavailable(self, exc: DBAPIError) -> DatabaseUnavailableError:
-        reason = type(exc.orig).__name__ if exc.orig is not None else type(exc).__name__
-        return DatabaseUnavailableError(
-            f"database error on {redact_url(self._engine.url)}: {reason}: "
-            f"{str(exc.orig).splitlines()[0] if exc.orig is not None else exc}"
-        )
+    @asynccontextmanager
+    async def _database_errors(self) -> AsyncIterator[None]:
+        """Re-raise driver and network errors as :class:`DatabaseUnavailableError`.
+
+        ``IntegrityError`` passes through: callers turn it into a precise error.
+        """
+        try:
+            yield
+        except IntegrityError:
+            raise
+        except (DBAPIError, OSError) as exc:
+            orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+            detail = (str(orig).splitlines() or [""])[0]
+            raise DatabaseUnavailableError(
+                f"database error on {redact_url(self._engine.url)}: {type(orig).__name__}: {detail}"
+            ) from exc
 
     @asynccontextmanager
     async def _transaction(self, *, write: bool) -> AsyncIterator[AsyncConnection]:
+        """One transaction: ``BEGIN IMMEDIATE`` on SQLite for writes, a read-only
+        repeatable-read snapshot on PostgreSQL for reads. Rolled back on any error."""
         await self.ensure_schema()
         engine = self._write_engine if write else self._read_engine
-        try:
-            async with engine.begin() as conn:
-                yield conn
-        except IntegrityError:
-            raise
-        except DBAPIError as exc:
-            raise self._unavailable(exc) from exc
+        async with self._database_errors(), engine.begin() as conn:
+            yield conn
 
     # -- sessions -----------------------------------------------------------------
 
@@ -235,19 +243,28 @@ class SqlSessionService:
         try:
             async with self._transaction(write=True) as conn:
                 await queries.insert_session(
-                    conn, app_name=app_name, user_id=user_id, session_id=session_id,
-                    create_time=now, update_time=now,
+                    conn,
+                    app_name=app_name,
+                    user_id=user_id,
+                    session_id=session_id,
+                    create_time=now,
+                    update_time=now,
                 )
                 await queries.write_state(
-                    conn, app_name=app_name, user_id=user_id, session_id=session_id,
-                    app=app_json, user=user_json, session=session_json, now=now,
+                    conn,
+                    app_name=app_name,
+                    user_id=user_id,
+                    session_id=session_id,
+                    app=app_json,
+                    user=user_json,
+                    session=session_json,
+                    now=now,
                 )
                 app = await queries.load_app_state(conn, app_name=app_name)
                 users = await queries.load_user_states(conn, app_name=app_name, user_id=user_id)
         except IntegrityError as exc:
             raise AlreadyExistsError(
-                f"session {session_id!r} already exists for app {app_name!r} and user"
-                f" {user_id!r}"
+                f"session {session_id!r} already exists for app {app_name!r} and user {user_id!r}"
             ) from exc
         return Session(
             id=session_id,
@@ -313,7 +330,7 @@ class SqlSessionService:
 
     def _build_session(
         self, row: queries.SessionRow, state: dict[str, Any], events: list[Any]
-    ) -> Any:
+    ) -> Session:
         return Session(
             id=row.id,
             app_name=row.app_name,
@@ -351,8 +368,11 @@ class SqlSessionService:
             sessions=[
                 self._build_session(
                     row,
-                    merge_state(app, users.get(row.user_id, {}),
-                                session_states.get((row.user_id, row.id), {})),
+                    merge_state(
+                        app,
+                        users.get(row.user_id, {}),
+                        session_states.get((row.user_id, row.id), {}),
+                    ),
                     [],
                 )
                 for row in rows
@@ -454,13 +474,22 @@ class SqlSessionService:
                         stored_revision=stored,
                     )
                 await queries.insert_event(
-                    conn, **key, seq=revision, event_id=event.id,
-                    invocation_id=event.invocation_id or "", author=event.author or "",
-                    timestamp=event.timestamp, data=data,
+                    conn,
+                    **key,
+                    seq=revision,
+                    event_id=event.id,
+                    invocation_id=event.invocation_id or "",
+                    author=event.author or "",
+                    timestamp=event.timestamp,
+                    data=data,
                 )
                 if scoped:
                     await queries.write_state(
-                        conn, **key, app=app_json, user=user_json, session=session_json,
+                        conn,
+                        **key,
+                        app=app_json,
+                        user=user_json,
+                        session=session_json,
                         now=time.time(),
                     )
         except IntegrityError as exc:
@@ -478,8 +507,84 @@ class SqlSessionService:
         self._set_revision(session, revision)
         return event
 
+    # -- bulk copy ----------------------------------------------------------------
+
+    async def import_session(self, session: Any, *, replace: bool = False) -> bool:
+        """Store a whole session (events and state) as it is, in one transaction.
+
+        For bringing sessions over from elsewhere (ADK session JSON, another store).
+        Events keep their ids, timestamps and order; ``session.state`` is split by
+        scope: un-prefixed keys become session state, ``user:`` and ``app:`` keys are
+        written to the user and app state (overwriting those keys), ``temp:`` keys are
+        dropped. The stored revision is the number of events. ``last_update_time``
+        is kept (0 means: the newest event's timestamp, else now).
+
+        Args:
+            session: a :class:`Session` (or ADK ``Session``).
+            replace: delete an existing session with the same id first; otherwise
+                an existing session is left untouched.
+
+        Returns:
+            True if the session was written, False if it existed and was kept.
+
+        Raises:
+            InvalidStateError, InvalidEventError, InvalidIdentifierError: the session
+                cannot be stored; nothing was written.
+        """
+        check_identifier("app_name", session.app_name)
+        check_identifier("user_id", session.user_id)
+        check_identifier("session_id", session.id)
+        check_state_delta(drop_temp(session.state))
+        key = {"app_name": session.app_name, "user_id": session.user_id, "session_id": session.id}
+        rows = []
+        for seq, event in enumerate(session.events, start=1):
+            check_identifier("event id", event.id)
+            check_state_delta(drop_temp(event.actions.state_delta or {}))
+            rows.append(
+                {
+                    **key,
+                    "seq": seq,
+                    "id": event.id,
+                    "invocation_id": event.invocation_id or "",
+                    "author": event.author or "",
+                    "timestamp": event.timestamp,
+                    "data": self._encode_event(event),
+                }
+            )
+        now = time.time()
+        update_time = session.last_update_time or (
+            session.events[-1].timestamp if session.events else now
+        )
+        create_time = min([update_time, *(e.timestamp for e in session.events[:1])])
+        app_json, user_json, session_json = _encode_scoped(split_delta(session.state))
+        try:
+            async with self._transaction(write=True) as conn:
+                if await queries.session_revision(conn, **key) is not None:
+                    if not replace:
+                        return False
+                    await queries.delete_session(conn, **key)
+                await queries.insert_session(
+                    conn,
+                    **key,
+                    create_time=create_time,
+                    update_time=update_time,
+                    revision=len(rows),
+                )
+                await queries.insert_events(conn, rows)
+                await queries.write_state(
+                    conn, **key, app=app_json, user=user_json, session=session_json, now=now
+                )
+        except IntegrityError as exc:
+            raise InvalidEventError(
+                f"session {session.id!r} cannot be imported: two of its events share an id,"
+                " or it was created concurrently"
+            ) from exc
+        return True
+
     def _encode_event(self, event: Any) -> str:
         try:
             return str(event.model_dump_json(exclude_defaults=True))
         except PydanticSerializationError as exc:
-            raise InvalidEventError(f"event {event.id!r} cannot be serialised as JSON: {exc}") from exc
+            raise InvalidEventError(
+                f"event {event.id!r} cannot be serialised as JSON: {exc}"
+            ) from exc

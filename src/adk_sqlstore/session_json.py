@@ -1,0 +1,94 @@
+"""ADK session JSON: the form ``Session.model_dump_json()`` writes.
+
+ADK's CLI saves a session this way (``<session id>.session.json``). ADK's models
+serialise with snake_case field names or, ``by_alias=True``, camelCase ones; both are
+read here. Keys inside user data (state, state deltas, function call arguments and
+responses, custom metadata, ...) are never renamed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from .models import Session
+
+__all__ = ["dump_session", "load_session", "session_files"]
+
+_CAMEL = re.compile(r"^[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+$")
+_UPPER = re.compile(r"([A-Z])")
+
+# Values of these fields are user data: their keys are kept as they are.
+_OPAQUE = frozenset(
+    {
+        "state",
+        "state_delta",
+        "args",
+        "response",
+        "custom_metadata",
+        "agent_state",
+        "output",
+        "artifact_delta",
+        "set_model_response",
+        "route",
+    }
+)
+
+
+def _snake(key: str) -> str:
+    return _UPPER.sub(lambda m: "_" + m.group(1).lower(), key) if _CAMEL.match(key) else key
+
+
+def _normalize(value: Any, *, camel: bool) -> Any:
+    """snake_case the field names of model objects (when ``camel``) and drop their
+    ``null`` fields, which ADK's models read as unset; user data is left alone."""
+    if isinstance(value, list):
+        return [_normalize(v, camel=camel) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for key, item in value.items():
+        name = _snake(key) if camel else key
+        if item is None:
+            continue
+        out[name] = item if name in _OPAQUE else _normalize(item, camel=camel)
+    return out
+
+
+def load_session(text: str | bytes) -> Session:
+    """Parse one session from ADK session JSON (snake_case or camelCase keys).
+
+    Fields that are ``null`` are read as unset, as ADK's models do.
+
+    Raises:
+        pydantic.ValidationError: the JSON is not a session.
+        json.JSONDecodeError: the text is not JSON.
+    """
+    data = json.loads(text)
+    camel = isinstance(data, dict) and any(
+        k in data for k in ("appName", "userId", "lastUpdateTime")
+    )
+    data = _normalize(data, camel=camel)
+    # Through JSON again, so that bytes (inline data) are decoded from base64 as ADK does.
+    return Session.model_validate_json(json.dumps(data, ensure_ascii=False))
+
+
+def dump_session(session: Session) -> str:
+    """Serialise ``session`` as ADK session JSON: snake_case, 2-space indent, ``null``
+    fields left out (as in the files ADK's CLI saves), without adk-sqlstore's
+    ``revision``. ADK's ``Session.model_validate_json`` reads it."""
+    return session.model_dump_json(indent=2, exclude={"revision"}, exclude_none=True)
+
+
+def session_files(paths: list[Path]) -> list[Path]:
+    """Expand folders to the ``*.session.json``/``*.json`` files in them, sorted."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files = sorted(path.glob("*.session.json")) or sorted(path.glob("*.json"))
+            found.extend(files)
+        else:
+            found.append(path)
+    return found

@@ -1,0 +1,203 @@
+"""Fixtures: one database fixture parametrised over an SQLite file and PostgreSQL.
+
+PostgreSQL: each test run creates its own throwaway database (dropped at the end)
+through the admin URL ``$ADK_SQLSTORE_TEST_POSTGRES_URL`` (default
+``postgresql://postgres@127.0.0.1:5432/postgres``), migrates it once, and empties its
+tables before each test. Without a server the PostgreSQL tests skip, saying how to
+start one; under ``CI=true`` they fail instead, so CI never passes without them.
+
+SQLite: each test gets its own file, copied from a migrated template.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import asyncpg
+import pytest
+from sqlalchemy.engine import make_url
+
+from adk_sqlstore import SqlSessionService
+from adk_sqlstore.engine import create_engine
+from adk_sqlstore.migration import upgrade
+from adk_sqlstore.schema import metadata
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+PG_ADMIN_URL = os.environ.get(
+    "ADK_SQLSTORE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+T = TypeVar("T")
+
+BACKENDS = [
+    pytest.param("sqlite", marks=pytest.mark.sqlite),
+    pytest.param("postgres", marks=pytest.mark.postgres),
+]
+
+
+def shared_data(*parts: str) -> Path:
+    """A path under ../shared/data, skipping the test where the folder is absent."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        if IN_CI:
+            pytest.fail(f"{path} is missing; CI runs next to ../shared/data")
+        pytest.skip(
+            f"{path} is absent: these tests read the evaluation data in ../shared/data,"
+            " which a clone of this repository does not include"
+        )
+    return path
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion on a private loop in another thread.
+
+    Usable from sync fixtures and helpers whatever loop pytest-asyncio has set up.
+    """
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def _asyncpg_dsn(url: str) -> str:
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+async def _admin(sql: str) -> None:
+    conn = await asyncpg.connect(_asyncpg_dsn(PG_ADMIN_URL), timeout=5)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+def _postgres_unavailable(exc: BaseException) -> None:
+    message = (
+        f"PostgreSQL is not reachable at {make_url(PG_ADMIN_URL).render_as_string()}"
+        f" ({type(exc).__name__}: {exc}). Start one with `docker compose up -d postgres`"
+        " (then set ADK_SQLSTORE_TEST_POSTGRES_URL=postgresql://adk:adk@127.0.0.1:5432/adk)"
+        " or `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`."
+    )
+    if IN_CI:
+        pytest.fail("CI=true and " + message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> str:
+    """The admin URL of a reachable PostgreSQL server (or skip/fail)."""
+    try:
+        run_sync(_admin("SELECT 1"))
+    except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+        _postgres_unavailable(exc)
+    return PG_ADMIN_URL
+
+
+class PostgresFactory:
+    """Creates throwaway databases on the test server and drops them at the end."""
+
+    def __init__(self, admin_url: str) -> None:
+        self.admin_url = admin_url
+        self.created: list[str] = []
+
+    def create(self, *, migrate: bool = True) -> str:
+        name = f"adk_sqlstore_test_{uuid.uuid4().hex[:12]}"
+        run_sync(_admin(f'CREATE DATABASE "{name}"'))
+        self.created.append(name)
+        url = make_url(self.admin_url).set(database=name).render_as_string(hide_password=False)
+        if migrate:
+            run_sync(_migrate(url))
+        return url
+
+    def drop_all(self) -> None:
+        for name in self.created:
+            run_sync(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+async def _migrate(url: str) -> None:
+    engine = create_engine(url)
+    try:
+        await upgrade(engine)
+    finally:
+        await engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def postgres_factory(postgres_server: str) -> Iterator[PostgresFactory]:
+    factory = PostgresFactory(postgres_server)
+    yield factory
+    factory.drop_all()
+
+
+@pytest.fixture(scope="session")
+def postgres_test_db(postgres_factory: PostgresFactory) -> str:
+    """The run's migrated PostgreSQL database (tables emptied per test by ``db_url``)."""
+    return postgres_factory.create()
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("template") / "template.db"
+    run_sync(_migrate(f"sqlite:///{path}"))
+    return path
+
+
+async def _truncate(url: str) -> None:
+    conn = await asyncpg.connect(_asyncpg_dsn(url))
+    try:
+        tables = ", ".join(t.name for t in metadata.sorted_tables)
+        await conn.execute(f"TRUNCATE {tables}")
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+def sqlite_url(sqlite_template: Path, tmp_path: Path) -> str:
+    """A migrated, empty SQLite file of this test's own."""
+    path = tmp_path / "store.db"
+    shutil.copyfile(sqlite_template, path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def postgres_url(postgres_test_db: str) -> str:
+    """The run's migrated PostgreSQL database, emptied for this test."""
+    run_sync(_truncate(postgres_test_db))
+    return postgres_test_db
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request: pytest.FixtureRequest) -> str:
+    """A migrated, empty database: an SQLite file, or the PostgreSQL test database."""
+    return str(request.getfixturevalue(f"{request.param}_url"))
+
+
+@pytest.fixture
+async def service(db_url: str) -> AsyncIterator[SqlSessionService]:
+    async with SqlSessionService.from_url(db_url) as svc:
+        yield svc
+
+
+# -- CI guard: under CI=true, no PostgreSQL test may be skipped --------------------------
+
+_skipped_postgres: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and "postgres" in report.keywords:
+        _skipped_postgres.append(report.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if IN_CI and _skipped_postgres:
+        print(f"\nCI=true but {len(_skipped_postgres)} PostgreSQL test(s) were skipped:")
+        for nodeid in _skipped_postgres:
+            print(f"  {nodeid}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -1,0 +1,227 @@
+"""The adk-sqlstore command line, and ADK session JSON import/export."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from adk_sqlstore import Event, SqlSessionService
+from adk_sqlstore.cli import app
+from adk_sqlstore.engine import DATABASE_URL_ENV
+from adk_sqlstore.session_json import dump_session, load_session
+
+from .conftest import run_sync, shared_data
+
+runner = CliRunner(env={"COLUMNS": "200"})
+
+
+def cli(*args: str) -> str:
+    result = runner.invoke(app, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_migrate_reports_what_it_did(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    assert "migrated from empty to 0001" in cli("migrate", "--url", url)
+    assert "already at revision 0001" in cli("migrate", "--url", url)
+
+
+@pytest.mark.postgres
+def test_migrate_on_postgres_hides_the_password(postgres_factory: object) -> None:
+    url = postgres_factory.create(migrate=False)  # type: ignore[attr-defined]
+    with_password = url.replace("postgres@", "postgres:pa55word@")
+    output = cli("migrate", "--url", with_password)
+    assert "migrated from empty to 0001" in output and "pa55word" not in output
+
+
+def test_commands_on_an_unmigrated_database_fail_clearly(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    result = runner.invoke(app, ["sessions", "list", "--app", "a", "--url", url])
+    assert result.exit_code == 1
+    assert "adk-sqlstore migrate" in result.output
+
+
+async def _seed(url: str) -> str:
+    async with SqlSessionService.from_url(url) as service:
+        s = await service.create_session(
+            app_name="lunch-app", user_id="user-17", state={"app:menu_version": "2026-09"}
+        )
+        await service.append_event(
+            s,
+            Event(
+                author="user",
+                timestamp=1795958888.0,
+                content={"role": "user", "parts": [{"text": "I'm vegetarian, deliver to Pune"}]},
+            ),
+        )
+        await service.append_event(
+            s,
+            Event(
+                author="lunch_assistant",
+                timestamp=1795958890.0,
+                content={
+                    "role": "model",
+                    "parts": [
+                        {"function_call": {"name": "remember_diet", "args": {"diet": "vegetarian"}}}
+                    ],
+                },
+                actions={"state_delta": {"user:diet": "vegetarian", "step": 1}},
+            ),
+        )
+        return s.id
+
+
+def test_sessions_list_and_show(db_url: str) -> None:
+    session_id = run_sync(_seed(db_url))
+    listing = cli("sessions", "list", "--app", "lunch-app", "--url", db_url)
+    assert session_id in listing and "user-17" in listing and "1 session(s)" in listing
+    assert "0 session(s)" in cli(
+        "sessions", "list", "--app", "lunch-app", "--user", "user-42", "--url", db_url
+    )
+    shown = cli(
+        "sessions", "show", session_id, "--app", "lunch-app", "--user", "user-17", "--url", db_url
+    )
+    for expected in [
+        "I'm vegetarian, deliver to Pune",
+        "remember_diet",
+        "lunch_assistant",
+        'user:diet = "vegetarian"',
+        "2026-11-29 13:28:08",
+        "state by scope",
+        "menu_version",
+        "revision 2",
+    ]:
+        assert expected in shown, expected
+    missing = runner.invoke(
+        app,
+        [
+            "sessions",
+            "show",
+            session_id,
+            "--app",
+            "lunch-app",
+            "--user",
+            "user-42",
+            "--url",
+            db_url,
+        ],
+    )
+    assert missing.exit_code == 1 and "no session" in missing.output
+
+
+def _adk_files() -> list[Path]:
+    return sorted(shared_data("adk").glob("*.session.json"))
+
+
+def test_import_adk_session_json_and_read_back_the_same(db_url: str, tmp_path: Path) -> None:
+    files = _adk_files()
+    output = cli("import", *map(str, files), "--url", db_url)
+    assert f"{len(files)} imported, 0 skipped" in output
+    again = cli("import", str(files[0].parent), "--url", db_url)
+    assert f"0 imported, {len(files)} skipped" in again
+
+    async def read(session_id: str, app_name: str, user_id: str) -> object:
+        async with SqlSessionService.from_url(db_url) as service:
+            return await service.get_session(
+                app_name=app_name, user_id=user_id, session_id=session_id
+            )
+
+    for path in files:
+        original = load_session(path.read_bytes())
+        stored = run_sync(read(original.id, original.app_name, original.user_id))
+        assert stored is not None
+        assert stored.events == original.events  # type: ignore[attr-defined]
+        assert stored.state == original.state  # type: ignore[attr-defined]
+        assert stored.last_update_time == original.last_update_time  # type: ignore[attr-defined]
+
+    out = tmp_path / "exported"
+    cli("export", "--app", "lunch-app", "--out", str(out), "--url", db_url)
+    for path in files:
+        exported = json.loads((out / path.name).read_text())
+        assert exported == json.loads(path.read_text())
+
+
+def test_camel_case_session_json_imports_the_same(db_url: str, tmp_path: Path) -> None:
+    adk_session = pytest.importorskip("google.adk.sessions").Session
+    for path in _adk_files():
+        camel = adk_session.model_validate_json(path.read_text()).model_dump_json(by_alias=True)
+        assert '"appName"' in camel and '"stateDelta"' in camel
+        assert load_session(camel) == load_session(path.read_bytes())
+        (tmp_path / path.name).write_text(camel)
+    assert "4 imported" in cli("import", str(tmp_path), "--url", db_url)
+
+
+def test_exported_json_is_what_adk_reads(db_url: str, tmp_path: Path) -> None:
+    adk_session = pytest.importorskip("google.adk.sessions").Session
+    session_id = run_sync(_seed(db_url))
+    cli(
+        "export",
+        "--app",
+        "lunch-app",
+        "--user",
+        "user-17",
+        "--session",
+        session_id,
+        "--out",
+        str(tmp_path),
+        "--url",
+        db_url,
+    )
+    text = (tmp_path / f"{session_id}.session.json").read_text()
+    adk = adk_session.model_validate_json(text)
+    assert adk.state["user:diet"] == "vegetarian"
+    assert adk.events[1].content.parts[0].function_call.name == "remember_diet"
+    assert load_session(text) == load_session(dump_session(load_session(text)))
+
+
+def test_import_rejects_a_file_that_is_not_a_session(tmp_path: Path, db_url: str) -> None:
+    bad = tmp_path / "bad.session.json"
+    bad.write_text('{"hello": "world"}')
+    result = runner.invoke(app, ["import", str(bad), "--url", db_url])
+    assert result.exit_code == 1 and "not an ADK session JSON file" in result.output
+
+
+def _run_demo(env: dict[str, str]) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "adk_sqlstore", "demo"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_demo_runs_twice_on_the_embedded_default(tmp_path: Path) -> None:
+    """000's worked example: a Monday preference, recalled on Thursday in a new process."""
+    env = {k: v for k, v in os.environ.items() if k != DATABASE_URL_ENV}
+    env.update(XDG_DATA_HOME=str(tmp_path), COLUMNS="200")
+    first = _run_demo(env)
+    assert str(tmp_path / "adk-sqlstore" / "adk_sqlstore.db") in first
+    for expected in [
+        "Monday",
+        "Pune office reception",
+        "remember_diet",
+        'state_delta stored: user:diet = "vegetarian"',
+        "temp: keys stored: no",
+        "Thursday",
+        'before any turn: {"user:diet": "vegetarian"}',
+        "A vegetarian lunch",
+        "Where each fact came from",
+    ]:
+        assert expected in first, expected
+    # Thursday ran in another process than Monday.
+    monday_pid = first.split("Monday")[1].split("process ")[1].split(",")[0]
+    thursday_pid = first.split("Thursday")[1].split("new process ")[1].split(",")[0]
+    assert monday_pid != thursday_pid
+    second = _run_demo(env)
+    assert "removed 2 session(s)" in second and "A vegetarian lunch" in second

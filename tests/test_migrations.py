@@ -1,0 +1,169 @@
+"""Alembic is the only schema source: upgrade, downgrade, and what the wheel ships."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import inspect
+from sqlalchemy.engine import Connection
+
+from adk_sqlstore.engine import DATABASE_URL_ENV, create_engine
+from adk_sqlstore.migration import (
+    HEAD_REVISION,
+    current_revision,
+    downgrade,
+    migrations_path,
+    upgrade,
+)
+from adk_sqlstore.schema import ALEMBIC_VERSION_TABLE, metadata
+
+from .conftest import REPO, PostgresFactory, run_sync
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:alembic")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty database (no tables at all)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'empty.db'}"
+    factory: PostgresFactory = request.getfixturevalue("postgres_factory")
+    return factory.create(migrate=False)
+
+
+def _diff(conn: Connection) -> list[Any]:
+    context = MigrationContext.configure(
+        conn, opts={"compare_type": True, "version_table": ALEMBIC_VERSION_TABLE}
+    )
+    return list(compare_metadata(context, metadata))
+
+
+def _tables(conn: Connection) -> set[str]:
+    return set(inspect(conn).get_table_names())
+
+
+def _revisions() -> list[str]:
+    config = Config()
+    config.set_main_option("script_location", str(migrations_path()))
+    script = ScriptDirectory.from_config(config)
+    return [rev.revision for rev in reversed(list(script.walk_revisions()))]
+
+
+def test_head_constant_matches_the_migration_scripts() -> None:
+    assert _revisions()[-1] == HEAD_REVISION
+
+
+async def test_upgrade_gives_exactly_the_declared_schema(empty_url: str) -> None:
+    engine = create_engine(empty_url)
+    try:
+        await upgrade(engine)
+        assert await current_revision(engine) == HEAD_REVISION
+        async with engine.connect() as conn:
+            assert await conn.run_sync(_diff) == []
+            assert await conn.run_sync(_tables) == {
+                *(t.name for t in metadata.sorted_tables),
+                ALEMBIC_VERSION_TABLE,
+            }
+        await upgrade(engine)  # idempotent
+        assert await current_revision(engine) == HEAD_REVISION
+    finally:
+        await engine.dispose()
+
+
+async def test_every_revision_walks_down_and_up(empty_url: str) -> None:
+    engine = create_engine(empty_url)
+    revisions = _revisions()
+    try:
+        for revision in revisions:
+            await upgrade(engine, revision)
+            assert await current_revision(engine) == revision
+        for target in [*reversed(revisions[:-1]), "base"]:
+            await downgrade(engine, "-1")
+            assert await current_revision(engine) == (None if target == "base" else target)
+        async with engine.connect() as conn:
+            assert await conn.run_sync(_tables) <= {ALEMBIC_VERSION_TABLE}
+        await upgrade(engine)
+        async with engine.connect() as conn:
+            assert await conn.run_sync(_diff) == []
+    finally:
+        await engine.dispose()
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != DATABASE_URL_ENV}
+    env.update(extra)
+    return env
+
+
+def test_alembic_upgrade_head_from_the_repository_root(empty_url: str) -> None:
+    alembic = Path(sys.executable).with_name("alembic")
+    done = subprocess.run(
+        [str(alembic), "upgrade", "head"],
+        cwd=REPO,
+        env=_clean_env(**{DATABASE_URL_ENV: empty_url}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert run_sync(_revision_of(empty_url)) == HEAD_REVISION
+
+
+async def _revision_of(url: str) -> str | None:
+    engine = create_engine(url)
+    try:
+        return await current_revision(engine)
+    finally:
+        await engine.dispose()
+
+
+@pytest.mark.sqlite
+def test_the_wheel_ships_the_migrations_and_can_migrate(tmp_path: Path) -> None:
+    hatchling = Path(sys.executable).with_name("hatchling")
+    built = subprocess.run(
+        [str(hatchling), "build", "-t", "wheel", "-d", str(tmp_path / "dist")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (tmp_path / "dist").glob("adk_sqlstore-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        assert "adk_sqlstore/migrations/env.py" in names
+        assert "adk_sqlstore/migrations/versions/0001_sessions.py" in names
+        assert "adk_sqlstore/py.typed" in names
+        archive.extractall(tmp_path / "site")
+    # Run the installed package (not this checkout) from an unrelated folder.
+    db = tmp_path / "from-wheel.db"
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import adk_sqlstore;"
+        " assert adk_sqlstore.__file__.startswith(sys.argv[1]), adk_sqlstore.__file__;"
+        " from adk_sqlstore.migration import migrations_path;"
+        " assert str(migrations_path()).startswith(sys.argv[1]);"
+        " from adk_sqlstore.cli import app; app(sys.argv[2:])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "site"), "migrate", "--url", f"sqlite:///{db}"],
+        cwd=tmp_path,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"migrated from empty to {HEAD_REVISION}" in done.stdout
