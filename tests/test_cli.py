@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from adk_sqlstore import Event, SqlSessionService
 from adk_sqlstore.cli import app
 from adk_sqlstore.engine import DATABASE_URL_ENV
+from adk_sqlstore.migration import HEAD_REVISION
 from adk_sqlstore.session_json import dump_session, load_session
 
 from .conftest import run_sync, shared_data
@@ -29,8 +30,8 @@ def cli(*args: str) -> str:
 
 def test_migrate_reports_what_it_did(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'x.db'}"
-    assert "migrated from empty to 0001" in cli("migrate", "--url", url)
-    assert "already at revision 0001" in cli("migrate", "--url", url)
+    assert f"migrated from empty to {HEAD_REVISION}" in cli("migrate", "--url", url)
+    assert f"already at revision {HEAD_REVISION}" in cli("migrate", "--url", url)
 
 
 @pytest.mark.postgres
@@ -38,7 +39,7 @@ def test_migrate_on_postgres_hides_the_password(postgres_factory: object) -> Non
     url = postgres_factory.create(migrate=False)  # type: ignore[attr-defined]
     with_password = url.replace("postgres@", "postgres:pa55word@")
     output = cli("migrate", "--url", with_password)
-    assert "migrated from empty to 0001" in output and "pa55word" not in output
+    assert f"migrated from empty to {HEAD_REVISION}" in output and "pa55word" not in output
 
 
 def test_commands_on_an_unmigrated_database_fail_clearly(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from adk_sqlstore.migration import (
     migrations_path,
     upgrade,
 )
-from adk_sqlstore.schema import ALEMBIC_VERSION_TABLE, metadata
+from adk_sqlstore.schema import ALEMBIC_VERSION_TABLE, SEARCH_OBJECTS, metadata
 
 from .conftest import REPO, PostgresFactory, run_sync
 
@@ -41,15 +41,64 @@ def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return factory.create(migrate=False)
 
 
+def _declared_elsewhere(
+    obj: Any, name: str | None, kind: str, reflected: bool, compare_to: Any
+) -> bool:
+    """Leave out the dialect's full-text search objects (schema.SEARCH_OBJECTS), which
+    the migration adds on one dialect only; test_search_objects checks them."""
+    search = {
+        key: set().union(*(v[key] for v in SEARCH_OBJECTS.values()))
+        for key in ("tables", "indexes", "columns")
+    }
+    if kind == "table":
+        return not any(name == t or (name or "").startswith(t + "_") for t in search["tables"])
+    if kind == "index":
+        return name not in search["indexes"]
+    if kind == "column":
+        return (obj.table.name, name) not in search["columns"]
+    return True
+
+
 def _diff(conn: Connection) -> list[Any]:
     context = MigrationContext.configure(
-        conn, opts={"compare_type": True, "version_table": ALEMBIC_VERSION_TABLE}
+        conn,
+        opts={
+            "compare_type": True,
+            "version_table": ALEMBIC_VERSION_TABLE,
+            "include_object": _declared_elsewhere,
+        },
     )
     return list(compare_metadata(context, metadata))
 
 
 def _tables(conn: Connection) -> set[str]:
+    return {
+        name
+        for name in inspect(conn).get_table_names()
+        if not name.startswith("sqlstore_memories_fts")
+    }
+
+
+def _all_tables(conn: Connection) -> set[str]:
     return set(inspect(conn).get_table_names())
+
+
+def _search_objects(conn: Connection) -> dict[str, set[Any]]:
+    inspector = inspect(conn)
+    found: dict[str, set[Any]] = {"tables": set(), "indexes": set(), "columns": set()}
+    found["tables"] = {t for t in inspector.get_table_names() if t == "sqlstore_memories_fts"}
+    if "sqlstore_memories" in inspector.get_table_names():
+        found["indexes"] = {
+            i["name"]
+            for i in inspector.get_indexes("sqlstore_memories")
+            if i["name"] == "ix_sqlstore_memories_search_vector"
+        }
+        found["columns"] = {
+            ("sqlstore_memories", c["name"])
+            for c in inspector.get_columns("sqlstore_memories")
+            if c["name"] == "search_vector"
+        }
+    return found
 
 
 def _revisions() -> list[str]:
@@ -91,7 +140,8 @@ async def test_every_revision_walks_down_and_up(empty_url: str) -> None:
             await downgrade(engine, "-1")
             assert await current_revision(engine) == (None if target == "base" else target)
         async with engine.connect() as conn:
-            assert await conn.run_sync(_tables) <= {ALEMBIC_VERSION_TABLE}
+            # Everything is gone, the search objects included.
+            assert await conn.run_sync(_all_tables) <= {ALEMBIC_VERSION_TABLE}
         await upgrade(engine)
         async with engine.connect() as conn:
             assert await conn.run_sync(_diff) == []
@@ -145,6 +195,7 @@ def test_the_wheel_ships_the_migrations_and_can_migrate(tmp_path: Path) -> None:
         names = set(archive.namelist())
         assert "adk_sqlstore/migrations/env.py" in names
         assert "adk_sqlstore/migrations/versions/0001_sessions.py" in names
+        assert "adk_sqlstore/migrations/versions/0002_memory.py" in names
         assert "adk_sqlstore/py.typed" in names
         archive.extractall(tmp_path / "site")
     # Run the installed package (not this checkout) from an unrelated folder.

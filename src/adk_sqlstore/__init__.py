@@ -20,13 +20,16 @@ from .errors import (
     SessionNotFoundError,
     StaleSessionError,
 )
+from .memory import IngestReport, MemoryCheckpoint, SqlMemoryService
 from .models import (
     Content,
     Event,
     EventActions,
     GetSessionConfig,
     ListSessionsResponse,
+    MemoryEntry,
     Part,
+    SearchMemoryResponse,
     Session,
 )
 from .sessions import SqlSessionService
@@ -39,14 +42,19 @@ __all__ = [
     "Event",
     "EventActions",
     "GetSessionConfig",
+    "IngestReport",
     "InvalidEventError",
     "InvalidIdentifierError",
     "InvalidStateError",
     "ListSessionsResponse",
+    "MemoryCheckpoint",
+    "MemoryEntry",
     "Part",
     "SchemaNotMigratedError",
+    "SearchMemoryResponse",
     "Session",
     "SessionNotFoundError",
+    "SqlMemoryService",
     "SqlSessionService",
     "StaleSessionError",
 ]

@@ -24,6 +24,7 @@ from rich.table import Table
 from . import migration
 from .engine import create_engine, resolve_url
 from .errors import AdkSqlStoreError
+from .memory import IngestReport, SqlMemoryService
 from .models import Event, Session
 from .session_json import dump_session, load_session, session_files
 from .sessions import SqlSessionService
@@ -38,6 +39,8 @@ app = typer.Typer(
 )
 sessions_app = typer.Typer(help="Inspect stored sessions.", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
+memory_app = typer.Typer(help="Search and ingest long-term memory.", no_args_is_help=True)
+app.add_typer(memory_app, name="memory")
 
 
 class _Consoles:
@@ -280,6 +283,113 @@ def export(
                 count += 1
         if str(out) != "-":
             _consoles.out.print(f"exported {count} session(s) to {out}")
+
+    _run(run())
+
+
+@memory_app.command("search")
+def memory_search(
+    query: Annotated[str, typer.Argument(help="A natural-language query.")],
+    app_name: AppOption,
+    user: Annotated[str, typer.Option("--user", help="The user_id whose memories to search.")],
+    limit: Annotated[int, typer.Option(help="Most results to show.")] = 10,
+    url: UrlOption = None,
+) -> None:
+    """Search one user's memories; prints score, time, author and text, best first."""
+
+    async def run() -> None:
+        async with SqlMemoryService.from_url(url) as memory:
+            found = await memory.search_memory(
+                app_name=app_name, user_id=user, query=query, limit=limit
+            )
+        table = Table(title=f"memories of {app_name} / {user} for {query!r}")
+        table.add_column("score", justify="right")
+        table.add_column("time (UTC)", no_wrap=True)
+        table.add_column("author")
+        table.add_column("text")
+        table.add_column("session")
+        for entry in found.memories:
+            text = "\n".join(p.text for p in entry.content.parts or [] if p.text)
+            when = (entry.timestamp or "")[:19].replace("T", " ")
+            table.add_row(
+                f"{entry.custom_metadata['score']:.2f}",
+                when,
+                entry.author or "",
+                escape(text),
+                escape(entry.custom_metadata.get("session_id") or "fact"),
+            )
+        _consoles.out.print(table)
+        _consoles.out.print(f"{len(found.memories)} result(s)")
+
+    _run(run())
+
+
+@memory_app.command("ingest-idle")
+def memory_ingest_idle(
+    idle_minutes: Annotated[
+        float, typer.Option(help="Ingest sessions not updated for this many minutes.")
+    ] = 30,
+    app_name: Annotated[str | None, typer.Option("--app", help="Only this app.")] = None,
+    url: UrlOption = None,
+) -> None:
+    """Ingest idle sessions into memory (the idle-timeout trigger; suits cron).
+
+    Only sessions whose current revision is not in memory yet are read, so running it
+    again does nothing new until sessions change.
+    """
+    from datetime import timedelta
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    async def run() -> None:
+        idle_for = timedelta(minutes=idle_minutes)
+        async with SqlMemoryService.from_url(url) as memory:
+            pending = await memory.count_idle_sessions(idle_for=idle_for, app_name=app_name)
+            with Progress(
+                TextColumn("ingesting"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("sessions, {task.fields[events]} events"),
+                console=_consoles.out,
+            ) as progress:
+                task = progress.add_task("ingest", total=pending, events=0)
+
+                def advance(report: IngestReport) -> None:
+                    done = progress.tasks[0].fields["events"] + report.events
+                    progress.update(task, advance=report.sessions, events=done)
+
+                total = await memory.ingest_idle_sessions(
+                    idle_for, app_name=app_name, on_session=advance
+                )
+        _consoles.out.print(
+            f"ingested {total.sessions} session(s), {total.events} event(s)"
+            f" with text (idle for {idle_minutes:g} min or more)"
+        )
+
+    _run(run())
+
+
+@app.command("forget-user")
+def forget_user(
+    app_name: AppOption,
+    user: Annotated[str, typer.Option("--user", help="The user_id to forget.")],
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+    url: UrlOption = None,
+) -> None:
+    """Delete everything stored for one user of one app: sessions, events, user state
+    and memories, in one transaction."""
+    if not yes:
+        typer.confirm(
+            f"Delete every session, event, user state key and memory of user {user!r} in"
+            f" app {app_name!r}?",
+            abort=True,
+        )
+
+    async def run() -> None:
+        async with SqlSessionService.from_url(url) as service:
+            counts = await service.forget_user(app_name=app_name, user_id=user)
+        shown = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in counts.items())
+        _consoles.out.print(f"forgot {user} in {app_name}: deleted {shown}")
 
     _run(run())
 

@@ -1,7 +1,8 @@
 """The one seam where PostgreSQL and SQLite differ.
 
 Everything else is written once in SQLAlchemy Core; a statement whose syntax differs
-between the two dialects is built here, one function per statement.
+between the two dialects is built here, one function per statement: the upsert, and
+full-text search over memories.
 """
 
 from __future__ import annotations
@@ -9,12 +10,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Table
+from sqlalchemy import Table, or_, text
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Dialect
+from sqlalchemy.engine import Dialect, Row
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.dml import Insert
 
-__all__ = ["upsert"]
+from .text import MAX_QUERY_CHARS, query_terms, search_scope
+
+__all__ = ["BM25_B", "BM25_K1", "search_memories", "upsert"]
+
+BM25_K1 = 1.2
+BM25_B = 0.75
 
 
 def upsert(
@@ -24,11 +31,16 @@ def upsert(
     *,
     key: Sequence[str],
     update: Sequence[str],
+    only_if_changed: Sequence[str] | None = None,
 ) -> Insert:
     """``INSERT ... ON CONFLICT (key) DO UPDATE SET update = excluded.update``.
 
     Both PostgreSQL and SQLite (3.24+) support this statement; SQLAlchemy builds it
     with each dialect's own ``insert`` construct.
+
+    Args:
+        only_if_changed: update a conflicting row only when one of these columns
+            differs from the new value (``IS DISTINCT FROM``).
     """
     module: Any
     if dialect.name == "postgresql":
@@ -38,7 +50,113 @@ def upsert(
     else:  # pragma: no cover - engine.normalize_url refuses other databases
         raise NotImplementedError(dialect.name)
     stmt = module.insert(table).values(list(rows))
+    where = None
+    if only_if_changed:
+        where = or_(*(table.c[c].is_distinct_from(stmt.excluded[c]) for c in only_if_changed))
     return stmt.on_conflict_do_update(  # type: ignore[no-any-return]
         index_elements=list(key),
         set_={name: stmt.excluded[name] for name in update},
+        where=where,
     )
+
+
+_MEMORY_COLUMNS = (
+    "m.id, m.session_id, m.event_id, m.author, m.timestamp, m.content, m.custom_metadata"
+)
+
+# BM25 (Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond",
+# 2009) over PostgreSQL's own lexemes: the query is stemmed and stripped of stop words by
+# to_tsvector('english'), any term may match (OR), and each matching term adds
+#   idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
+# with idf = ln(1 + (N - df + 0.5) / (df + 0.5)) over this user's memories only (N and
+# avgdl from sqlstore_memory_stats, df counted among the matching rows). The app/user
+# filter and the tsvector match are one WHERE clause: the planner combines the
+# (app_name, user_id) index with the GIN index on search_vector (the tsquery is an
+# InitPlan, computed once). Ties go to the newer memory.
+_POSTGRES_SEARCH = text(f"""
+WITH terms AS (
+    SELECT DISTINCT lexeme AS term FROM unnest(to_tsvector('english'::regconfig, :query))
+),
+q AS (
+    SELECT string_agg(
+        '''' || replace(replace(term, '\\', '\\\\'), '''', '''''') || '''', ' | '
+    )::tsquery AS tsq
+    FROM terms
+),
+stats AS (
+    SELECT greatest(doc_count, 1)::float8 AS n,
+           greatest(lexeme_count::float8 / greatest(doc_count, 1), 1) AS avgdl
+    FROM sqlstore_memory_stats WHERE app_name = :app_name AND user_id = :user_id
+),
+docs AS (
+    SELECT m.pk, m.search_vector
+    FROM sqlstore_memories m
+    WHERE m.app_name = :app_name AND m.user_id = :user_id
+      AND m.search_vector @@ (SELECT tsq FROM q)
+),
+hits AS (
+    SELECT d.pk, length(d.search_vector) AS dl, u.lexeme,
+           coalesce(array_length(u.positions, 1), 1) AS tf
+    FROM docs d CROSS JOIN LATERAL unnest(d.search_vector) u
+    WHERE u.lexeme IN (SELECT term FROM terms)
+),
+df AS (SELECT lexeme, count(*) AS df FROM hits GROUP BY lexeme),
+scored AS (
+    SELECT h.pk, sum(
+        ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5))
+        * h.tf * ({BM25_K1} + 1)
+        / (h.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * h.dl / s.avgdl))
+    ) AS score
+    FROM hits h JOIN df USING (lexeme) CROSS JOIN stats s
+    GROUP BY h.pk
+)
+SELECT {_MEMORY_COLUMNS}, scored.score
+FROM scored JOIN sqlstore_memories m ON m.pk = scored.pk
+ORDER BY scored.score DESC, m.timestamp DESC, m.pk DESC
+LIMIT :limit
+""")
+
+# FTS5's own bm25() (same formula, statistics over the whole FTS table), restricted to
+# the user's rows by their scope token inside the MATCH expression. Column weights: the
+# scope token 0, the text 1. bm25() is lower for better matches.
+_SQLITE_SEARCH = text(f"""
+SELECT {_MEMORY_COLUMNS}, -bm25(sqlstore_memories_fts, 0.0, 1.0) AS score
+FROM sqlstore_memories_fts
+JOIN sqlstore_memories m ON m.pk = sqlstore_memories_fts.rowid
+WHERE sqlstore_memories_fts MATCH :match
+  AND m.app_name = :app_name AND m.user_id = :user_id
+ORDER BY bm25(sqlstore_memories_fts, 0.0, 1.0), m.timestamp DESC, m.pk DESC
+LIMIT :limit
+""")
+
+
+def _fts5_string(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+async def search_memories(
+    conn: AsyncConnection, *, app_name: str, user_id: str, query: str, limit: int
+) -> Sequence[Row[Any]]:
+    """Rank one user's memories against a natural-language query, best first.
+
+    Any query term may match; stop words are ignored; no input raises (the query is
+    never parsed as search syntax). Rows: id, session_id, event_id, author, timestamp,
+    content, custom_metadata, score (higher is better).
+    """
+    terms = query_terms(query)
+    if not terms or limit <= 0:
+        return []
+    if conn.dialect.name == "postgresql":
+        params = {
+            "app_name": app_name,
+            "user_id": user_id,
+            "limit": limit,
+            "query": query[:MAX_QUERY_CHARS].replace("\x00", " "),
+        }
+        return (await conn.execute(_POSTGRES_SEARCH, params)).all()
+    match = (
+        f"search_scope : {_fts5_string(search_scope(app_name, user_id))} AND "
+        f"text : ({' OR '.join(_fts5_string(t) for t in terms)})"
+    )
+    params = {"app_name": app_name, "user_id": user_id, "limit": limit, "match": match}
+    return (await conn.execute(_SQLITE_SEARCH, params)).all()

@@ -27,7 +27,7 @@ __all__ = [
     "upgrade",
 ]
 
-HEAD_REVISION = "0001"
+HEAD_REVISION = "0002"
 """The Alembic revision this version of the library reads and writes."""
 
 

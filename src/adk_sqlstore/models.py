@@ -27,7 +27,9 @@ __all__ = [
     "FunctionResponse",
     "GetSessionConfig",
     "ListSessionsResponse",
+    "MemoryEntry",
     "Part",
+    "SearchMemoryResponse",
     "Session",
 ]
 
@@ -186,3 +188,32 @@ class ListSessionsResponse(BaseModel):
     """Sessions without their events, oldest ``last_update_time`` first."""
 
     sessions: list[Session] = Field(default_factory=list)
+
+
+class MemoryEntry(BaseModel):
+    """One remembered item (ADK ``MemoryEntry``).
+
+    Attributes:
+        content: the remembered message; only text parts are kept in memory.
+        custom_metadata: free-form; search results add ``session_id``,
+            ``event_id`` (``None`` for distilled facts) and ``score`` (higher is more
+            relevant).
+        id: the memory's id: stable across re-ingestions of the same event.
+        author: who said it (``"user"`` or an agent name).
+        timestamp: when the content happened, ISO 8601 in UTC
+            (``2026-11-16T12:30:00+00:00``).
+    """
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    content: Content
+    custom_metadata: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = None
+    author: str | None = None
+    timestamp: str | None = None
+
+
+class SearchMemoryResponse(BaseModel):
+    """Memories matching a query, most relevant first (ADK ``SearchMemoryResponse``)."""
+
+    memories: list[MemoryEntry] = Field(default_factory=list)

@@ -13,11 +13,32 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, insert, literal, select, union_all, update
+from sqlalchemy import (
+    ColumnElement,
+    and_,
+    delete,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    tuple_,
+    union_all,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .dialect import upsert
-from .schema import app_state, events, session_state, sessions, user_state
+from .schema import (
+    app_state,
+    events,
+    memories,
+    memory_ingestions,
+    memory_stats,
+    session_state,
+    sessions,
+    user_state,
+)
 
 __all__ = [
     "ScopeStates",
@@ -367,8 +388,9 @@ async def list_sessions(
 async def delete_session(
     conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str
 ) -> bool:
-    """Delete a session with its events and session state; True if it existed."""
-    for table in (events, session_state):
+    """Delete a session with its events, session state and ingestion record (its
+    memories stay: they are the user's); True if it existed."""
+    for table in (events, session_state, memory_ingestions):
         await conn.execute(
             delete(table).where(
                 table.c.app_name == app_name,
@@ -378,3 +400,201 @@ async def delete_session(
         )
     result = await conn.execute(delete(sessions).where(_session_key(app_name, user_id, session_id)))
     return bool(result.rowcount)
+
+
+# -- memory ---------------------------------------------------------------------------
+
+_MEMORY_UPDATABLE = (
+    "session_id",
+    "event_id",
+    "author",
+    "timestamp",
+    "content",
+    "text",
+    "custom_metadata",
+    "search_scope",
+    "update_time",
+)
+_MEMORY_COMPARED = ("session_id", "event_id", "author", "timestamp", "content", "custom_metadata")
+
+
+async def memory_ids_of_session(
+    conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str
+) -> dict[str, int]:
+    """Memory id to row key (``pk``) for the memories of one session."""
+    result = await conn.execute(
+        select(memories.c.id, memories.c.pk).where(
+            memories.c.app_name == app_name,
+            memories.c.user_id == user_id,
+            memories.c.session_id == session_id,
+        )
+    )
+    return {str(memory_id): int(pk) for memory_id, pk in result.all()}
+
+
+async def delete_memories_by_pk(
+    conn: AsyncConnection, *, app_name: str, user_id: str, pks: Sequence[int]
+) -> int:
+    """Delete memories of one user by row key; returns how many were deleted."""
+    deleted = 0
+    for start in range(0, len(pks), _CHUNK):
+        result = await conn.execute(
+            delete(memories).where(
+                memories.c.app_name == app_name,
+                memories.c.user_id == user_id,
+                memories.c.pk.in_(pks[start : start + _CHUNK]),
+            )
+        )
+        deleted += result.rowcount
+    return deleted
+
+
+async def upsert_memories(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert memories, or update those whose ``(app_name, user_id, id)`` exists and
+    whose content changed (unchanged rows are not rewritten, nor re-indexed)."""
+    for chunk in _chunks(rows):
+        await conn.execute(
+            upsert(
+                conn.dialect,
+                memories,
+                chunk,
+                key=("app_name", "user_id", "id"),
+                update=_MEMORY_UPDATABLE,
+                only_if_changed=_MEMORY_COMPARED,
+            )
+        )
+
+
+async def record_ingestion(
+    conn: AsyncConnection,
+    *,
+    app_name: str,
+    user_id: str,
+    session_id: str,
+    revision: int | None,
+    event_count: int,
+    now: float,
+) -> None:
+    """Remember which revision of a session memory now holds."""
+    await conn.execute(
+        upsert(
+            conn.dialect,
+            memory_ingestions,
+            [
+                {
+                    "app_name": app_name,
+                    "user_id": user_id,
+                    "session_id": session_id,
+                    "revision": revision,
+                    "event_count": event_count,
+                    "ingest_time": now,
+                }
+            ],
+            key=("app_name", "user_id", "session_id"),
+            update=("revision", "event_count", "ingest_time"),
+        )
+    )
+
+
+def _idle_filter(cutoff: float, app_name: str | None) -> Any:
+    i = memory_ingestions
+    stmt = (
+        select(sessions.c.app_name, sessions.c.user_id, sessions.c.id)
+        .outerjoin(
+            i,
+            and_(
+                i.c.app_name == sessions.c.app_name,
+                i.c.user_id == sessions.c.user_id,
+                i.c.session_id == sessions.c.id,
+            ),
+        )
+        .where(
+            sessions.c.update_time < cutoff,
+            sessions.c.revision > 0,
+            or_(i.c.revision.is_(None), i.c.revision < sessions.c.revision),
+        )
+    )
+    if app_name is not None:
+        stmt = stmt.where(sessions.c.app_name == app_name)
+    return stmt
+
+
+async def idle_sessions(
+    conn: AsyncConnection,
+    *,
+    cutoff: float,
+    app_name: str | None,
+    after: tuple[str, str, str] | None,
+    limit: int,
+) -> list[tuple[str, str, str]]:
+    """Sessions last updated before ``cutoff`` whose current revision memory does not
+    hold yet, as (app_name, user_id, id), in key order after ``after`` (keyset
+    pagination: memory use does not grow with the number of sessions)."""
+    stmt = (
+        _idle_filter(cutoff, app_name)
+        .order_by(sessions.c.app_name, sessions.c.user_id, sessions.c.id)
+        .limit(limit)
+    )
+    if after is not None:
+        stmt = stmt.where(tuple_(sessions.c.app_name, sessions.c.user_id, sessions.c.id) > after)
+    return [(a, u, s) for a, u, s in (await conn.execute(stmt)).all()]
+
+
+async def count_idle_sessions(conn: AsyncConnection, *, cutoff: float, app_name: str | None) -> int:
+    """How many sessions :func:`idle_sessions` would return in all."""
+    stmt = select(func.count()).select_from(_idle_filter(cutoff, app_name).subquery())
+    return int((await conn.execute(stmt)).scalar_one())
+
+
+async def delete_memories(
+    conn: AsyncConnection,
+    *,
+    app_name: str,
+    user_id: str,
+    session_id: str | None = None,
+    memory_ids: Sequence[str] | None = None,
+) -> int:
+    """Delete a user's memories: all, one session's, or by id (both filters combine)."""
+    conditions = [memories.c.app_name == app_name, memories.c.user_id == user_id]
+    if session_id is not None:
+        conditions.append(memories.c.session_id == session_id)
+    if memory_ids is None:
+        result = await conn.execute(delete(memories).where(*conditions))
+        return int(result.rowcount)
+    deleted = 0
+    ids = list(memory_ids)
+    for start in range(0, len(ids), _CHUNK):
+        result = await conn.execute(
+            delete(memories).where(*conditions, memories.c.id.in_(ids[start : start + _CHUNK]))
+        )
+        deleted += result.rowcount
+    return deleted
+
+
+async def forget_user(conn: AsyncConnection, *, app_name: str, user_id: str) -> dict[str, int]:
+    """Delete everything stored for one user of one app; returns row counts by kind."""
+    counts: dict[str, int] = {}
+    for name, table in [
+        ("events", events),
+        ("session_state_keys", session_state),
+        ("sessions", sessions),
+        ("user_state_keys", user_state),
+        ("memories", memories),
+        ("memory_ingestions", memory_ingestions),
+        ("memory_stats", memory_stats),
+    ]:
+        result = await conn.execute(
+            delete(table).where(table.c.app_name == app_name, table.c.user_id == user_id)
+        )
+        counts[name] = int(result.rowcount)
+    return counts
+
+
+async def memory_counts(conn: AsyncConnection, *, app_name: str, user_id: str) -> int:
+    """How many memories a user has."""
+    result = await conn.execute(
+        select(func.count())
+        .select_from(memories)
+        .where(memories.c.app_name == app_name, memories.c.user_id == user_id)
+    )
+    return int(result.scalar_one())

@@ -19,6 +19,8 @@ from sqlalchemy import (
     Column,
     Double,
     ForeignKeyConstraint,
+    Index,
+    Integer,
     MetaData,
     PrimaryKeyConstraint,
     Table,
@@ -28,8 +30,12 @@ from sqlalchemy import (
 
 __all__ = [
     "ALEMBIC_VERSION_TABLE",
+    "SEARCH_OBJECTS",
     "app_state",
     "events",
+    "memories",
+    "memory_ingestions",
+    "memory_stats",
     "metadata",
     "session_state",
     "sessions",
@@ -120,3 +126,78 @@ app_state = Table(
     Column("update_time", Double, nullable=False),
     PrimaryKeyConstraint("app_name", "key"),
 )
+
+
+# -- long-term memory ----------------------------------------------------------------
+
+memories = Table(
+    "sqlstore_memories",
+    metadata,
+    # Surrogate key: SQLite's FTS5 index refers to rows by this integer (an alias of
+    # the rowid, so VACUUM cannot renumber it).
+    Column(
+        "pk", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True
+    ),
+    Column("app_name", Text, nullable=False),
+    Column("user_id", Text, nullable=False),
+    # The memory's id: derived from (session_id, event_id) for events, so that
+    # re-ingesting an event updates its row; random for distilled facts.
+    Column("id", Text, nullable=False),
+    Column("session_id", Text, nullable=True),
+    Column("event_id", Text, nullable=True),
+    Column("author", Text, nullable=True),
+    Column("timestamp", Double, nullable=False),
+    # The remembered Content as JSON (text parts only, after the ingestion filter).
+    Column("content", Text, nullable=False),
+    # The indexed form: author and text, NUL removed, length-capped.
+    Column("text", Text, nullable=False),
+    Column("custom_metadata", Text, nullable=False),
+    # (app_name, user_id) as one token for SQLite FTS5 (see text.search_scope).
+    Column("search_scope", Text, nullable=False),
+    Column("update_time", Double, nullable=False),
+    UniqueConstraint("app_name", "user_id", "id"),
+    Index(None, "app_name", "user_id", "session_id"),
+)
+
+# Per user: how many memories, and (PostgreSQL) how many lexemes they hold in all;
+# BM25 ranking needs the count and the average length. Kept by triggers.
+memory_stats = Table(
+    "sqlstore_memory_stats",
+    metadata,
+    Column("app_name", Text, nullable=False),
+    Column("user_id", Text, nullable=False),
+    Column("doc_count", BigInteger, nullable=False),
+    Column("lexeme_count", BigInteger, nullable=False),
+    PrimaryKeyConstraint("app_name", "user_id"),
+)
+
+# Which revision of each session memory holds (for idle ingestion).
+memory_ingestions = Table(
+    "sqlstore_memory_ingestions",
+    metadata,
+    Column("app_name", Text, nullable=False),
+    Column("user_id", Text, nullable=False),
+    Column("session_id", Text, nullable=False),
+    Column("revision", BigInteger, nullable=True),
+    Column("event_count", BigInteger, nullable=False),
+    Column("ingest_time", Double, nullable=False),
+    PrimaryKeyConstraint("app_name", "user_id", "session_id"),
+)
+
+SEARCH_OBJECTS = {
+    "postgresql": {
+        "columns": {("sqlstore_memories", "search_vector")},
+        "indexes": {"ix_sqlstore_memories_search_vector"},
+        "tables": set(),
+    },
+    "sqlite": {
+        "columns": set(),
+        "indexes": set(),
+        "tables": {"sqlstore_memories_fts"},
+    },
+}
+"""Full-text search objects each dialect's migration adds beyond the tables above:
+PostgreSQL a generated ``tsvector`` column ``search_vector`` (``english``
+configuration) with a GIN index; SQLite an external-content FTS5 table (Porter
+stemmer) kept in sync by triggers. They are not declared in ``metadata`` because they
+exist on one dialect only."""

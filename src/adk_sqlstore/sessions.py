@@ -21,7 +21,7 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from pydantic import TypeAdapter
 from pydantic_core import PydanticSerializationError
@@ -40,6 +40,9 @@ from .errors import (
 )
 from .migration import check_schema, upgrade
 from .models import Event, GetSessionConfig, ListSessionsResponse, Session
+
+if TYPE_CHECKING:
+    from .memory import MemoryCheckpoint
 from .state import ScopedDelta, drop_temp, merge_state, split_delta
 from .validation import check_identifier, check_state_delta, dump_json_value
 
@@ -76,14 +79,23 @@ class SqlSessionService:
             (WAL, busy timeout, foreign keys, ``BEGIN IMMEDIATE`` for writes) are
             installed on it.
         auto_migrate: upgrade the schema to the newest revision on first use.
+        memory_checkpoint: ingest sessions into memory every N appended events
+            (:class:`~adk_sqlstore.MemoryCheckpoint`).
     """
 
     #: The model events are decoded into; a subclass may use another pydantic
     #: model with ADK's field names.
     event_model: ClassVar[type[Any]] = Event
 
-    def __init__(self, engine: AsyncEngine, *, auto_migrate: bool = False) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        auto_migrate: bool = False,
+        memory_checkpoint: MemoryCheckpoint | None = None,
+    ) -> None:
         configure_engine(engine)
+        self._checkpoint = memory_checkpoint
         self._engine = engine
         self._owns_engine = False
         self._auto_migrate = auto_migrate
@@ -107,6 +119,7 @@ class SqlSessionService:
         url: str | URL | None = None,
         *,
         auto_migrate: bool | None = None,
+        memory_checkpoint: MemoryCheckpoint | None = None,
         **engine_kwargs: Any,
     ) -> Self:
         """Create a service with its own engine.
@@ -389,6 +402,25 @@ class SqlSessionService:
                 conn, app_name=app_name, user_id=user_id, session_id=session_id
             )
 
+    async def forget_user(self, *, app_name: str, user_id: str) -> dict[str, int]:
+        """Delete everything stored for one user of one app, in one transaction.
+
+        From the design notes (000): "Deletion has to reach every copy: the user: map,
+        every stored session, the memory index and any extracted facts." Removes the
+        user's sessions with their events and session state, the user's state, and
+        every memory (events and facts) with its index entries. App state and other
+        users' rows are untouched.
+
+        Returns:
+            Rows deleted by kind: ``sessions``, ``events``, ``session_state_keys``,
+            ``user_state_keys``, ``memories``, ``memory_ingestions``,
+            ``memory_stats``.
+        """
+        check_identifier("app_name", app_name)
+        check_identifier("user_id", user_id)
+        async with self._transaction(write=True) as conn:
+            return await queries.forget_user(conn, app_name=app_name, user_id=user_id)
+
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         """The user's state: keys without the ``user:`` prefix (``{}`` when none)."""
         async with self._transaction(write=False) as conn:
@@ -505,6 +537,8 @@ class SqlSessionService:
         session.events.append(event)
         session.last_update_time = event.timestamp
         self._set_revision(session, revision)
+        if self._checkpoint is not None:
+            await self._checkpoint.after_append(session, revision)
         return event
 
     # -- bulk copy ----------------------------------------------------------------

@@ -63,15 +63,15 @@ def check_identifier(kind: str, value: object) -> str:
     return value
 
 
-def _fail(key: str, what: str) -> InvalidStateError:
-    return InvalidStateError(f"state key {key!r}: {what}", key=key)
+def _fail(key: str, what: str, kind: str = "state key") -> InvalidStateError:
+    return InvalidStateError(f"{kind} {key!r}: {what}", key=key)
 
 
-def _check_str(key: str, text: str, where: str) -> None:
+def _check_str(key: str, text: str, where: str, kind: str = "state key") -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise _fail(key, f"{where} contains a lone surrogate (not valid Unicode)") from None
+        raise _fail(key, f"{where} contains a lone surrogate (not valid Unicode)", kind) from None
 
 
 def check_state_key(key: object) -> str:
@@ -86,8 +86,11 @@ def check_state_key(key: object) -> str:
     return key
 
 
-def check_json_value(key: str, value: Any) -> None:
-    """Raise :class:`InvalidStateError` naming ``key`` unless ``value`` is exact JSON."""
+def check_json_value(key: str, value: Any, kind: str = "state key") -> None:
+    """Raise :class:`InvalidStateError` naming ``key`` unless ``value`` is exact JSON.
+
+    ``kind`` names what ``key`` is in the message (a state key, a metadata key).
+    """
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
@@ -95,14 +98,16 @@ def check_json_value(key: str, value: Any) -> None:
             continue
         if isinstance(item, float):
             if not math.isfinite(item):
-                raise _fail(key, f"{item!r} is not a JSON number (NaN and infinities are not)")
+                raise _fail(
+                    key, f"{item!r} is not a JSON number (NaN and infinities are not)", kind
+                )
             continue
         if isinstance(item, str):
-            _check_str(key, item, "a string")
+            _check_str(key, item, "a string", kind)
             continue
         if isinstance(item, list | dict):
             if depth >= MAX_JSON_DEPTH:
-                raise _fail(key, f"the value is nested deeper than {MAX_JSON_DEPTH} levels")
+                raise _fail(key, f"the value is nested deeper than {MAX_JSON_DEPTH} levels", kind)
             if isinstance(item, dict):
                 for k, v in item.items():
                     if not isinstance(k, str):
@@ -110,8 +115,9 @@ def check_json_value(key: str, value: Any) -> None:
                             key,
                             f"a dict key {k!r} is a {type(k).__name__}; JSON object keys are"
                             " strings",
+                            kind,
                         )
-                    _check_str(key, k, "a dict key")
+                    _check_str(key, k, "a dict key", kind)
                     stack.append((v, depth + 1))
             else:
                 stack.extend((v, depth + 1) for v in item)
@@ -121,6 +127,7 @@ def check_json_value(key: str, value: Any) -> None:
             f"a {type(item).__name__} is not JSON (use str, int, float, bool, None, list"
             " or dict with str keys; convert datetimes to ISO strings and models with"
             " model_dump())",
+            kind,
         )
 
 

@@ -1,0 +1,260 @@
+"""Retrieval quality of SqlMemoryService on LoCoMo, per backend.
+
+LoCoMo (Maharana et al., "Evaluating Very Long-Term Conversational Memory of LLM
+Agents", ACL 2024; CC BY-NC 4.0, evaluation only, never shipped): multi-session
+conversations with questions and the turns that answer them.
+
+Protocol: each conversation is one user (app ``locomo``, user id = the file name); each
+of its sessions is one session given to ``add_session_to_memory``; event id = the
+turn's ``dia_id``, author = the speaker, text = the turn's ``text`` plus
+``[shares <blip_caption>]`` when present, timestamp = the session's date plus one
+second per turn. Every question of categories 1-4 (multi-hop, temporal, open-domain,
+single-hop) is one ``search_memory`` query; its score at k is the share of its evidence
+turns among the first k results. Prints recall@5, recall@10, search latency (p50, p95)
+and ingestion throughput per backend.
+
+    python -m benchmarks.locomo_recall                       # SQLite and PostgreSQL
+    python -m benchmarks.locomo_recall --backend sqlite --conversations 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from adk_sqlstore import Event, Session, SqlMemoryService
+from adk_sqlstore.engine import create_engine, redact_url
+from adk_sqlstore.migration import upgrade
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo"
+DEFAULT_POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+APP = "locomo"
+
+
+@dataclass
+class Conversation:
+    user_id: str
+    sessions: list[Session]
+    questions: list[tuple[str, set[str]]]
+
+
+@dataclass
+class Result:
+    backend: str
+    questions: int = 0
+    recall: dict[int, float] = field(default_factory=dict)
+    latencies_ms: list[float] = field(default_factory=list)
+    events: int = 0
+    ingest_seconds: float = 0.0
+
+
+def _session_time(text: str) -> float:
+    """'1:56 pm on 8 May, 2023' -> epoch seconds (UTC)."""
+    return datetime.strptime(text, "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC).timestamp()
+
+
+def _evidence(entries: list[str]) -> set[str]:
+    ids: set[str] = set()
+    for entry in entries:  # a few are malformed, e.g. "D8:6; D9:17"
+        ids.update(part for part in re.split(r"[;,\s]+", entry) if part)
+    return ids
+
+
+def load_conversations(folder: Path = DATA, limit: int | None = None) -> list[Conversation]:
+    """Read LoCoMo files into sessions (ADK-shaped) and (question, evidence) pairs."""
+    conversations = []
+    for path in sorted(folder.glob("*.json"))[:limit]:
+        data = json.loads(path.read_text())
+        sessions = []
+        numbers = sorted(
+            int(m.group(1)) for key in data if (m := re.fullmatch(r"session_(\d+)", key))
+        )
+        for n in numbers:
+            start = _session_time(data[f"session_{n}_date_time"])
+            events = []
+            for offset, turn in enumerate(data[f"session_{n}"]):
+                text = turn["text"]
+                if turn.get("blip_caption"):
+                    text += f" [shares {turn['blip_caption']}]"
+                events.append(
+                    Event(
+                        id=turn["dia_id"],
+                        author=turn["speaker"],
+                        invocation_id=f"s{n}",
+                        timestamp=start + offset,
+                        content={"role": "user", "parts": [{"text": text}]},
+                    )
+                )
+            sessions.append(
+                Session(id=f"session_{n}", app_name=APP, user_id=path.stem, events=events)
+            )
+        questions = [
+            (q["question"], _evidence(q["evidence"]))
+            for q in data["qa"]
+            if q["category"] in (1, 2, 3, 4) and q["evidence"]
+        ]
+        conversations.append(Conversation(path.stem, sessions, questions))
+    return conversations
+
+
+async def evaluate(
+    url: str, backend: str, conversations: list[Conversation], ks: tuple[int, ...] = (5, 10)
+) -> Result:
+    """Ingest every conversation, ask every question, score the rankings."""
+    result = Result(backend)
+    sums = dict.fromkeys(ks, 0.0)
+    async with SqlMemoryService.from_url(url) as memory:
+        start = time.perf_counter()
+        for conversation in conversations:
+            for session in conversation.sessions:
+                report = await memory.add_session_to_memory(session)
+                result.events += report.events
+        result.ingest_seconds = time.perf_counter() - start
+        for conversation in conversations:
+            for question, evidence in conversation.questions:
+                began = time.perf_counter()
+                found = await memory.search_memory(
+                    app_name=APP, user_id=conversation.user_id, query=question, limit=max(ks)
+                )
+                result.latencies_ms.append((time.perf_counter() - began) * 1000)
+                ranked = [m.custom_metadata["event_id"] for m in found.memories]
+                for k in ks:
+                    sums[k] += len(evidence & set(ranked[:k])) / len(evidence)
+                result.questions += 1
+    result.recall = {k: sums[k] / max(result.questions, 1) for k in ks}
+    return result
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if len(values) < 2:
+        return values[0] if values else 0.0
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+async def _admin(admin_url: str, sql: str) -> None:
+    engine = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as conn:
+            await conn.exec_driver_sql(sql)
+    finally:
+        await engine.dispose()
+
+
+async def run_backend(
+    backend: str, conversations: list[Conversation], url: str | None, admin_url: str
+) -> Result:
+    """Evaluate one backend on a fresh database (a temporary file, or a throwaway
+    PostgreSQL database created through ``admin_url``) unless ``url`` is given."""
+    if url is not None:
+        engine = create_engine(url)
+        try:
+            await upgrade(engine)
+        finally:
+            await engine.dispose()
+        return await evaluate(url, backend, conversations)
+    if backend == "sqlite":
+        with tempfile.TemporaryDirectory() as folder:
+            db_url = f"sqlite:///{folder}/locomo.db"
+            return await run_backend(backend, conversations, db_url, admin_url)
+    name = f"adk_sqlstore_bench_{uuid.uuid4().hex[:10]}"
+    await _admin(admin_url, f'CREATE DATABASE "{name}"')
+    try:
+        from sqlalchemy.engine import make_url
+
+        db_url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+        return await run_backend(backend, conversations, db_url, admin_url)
+    finally:
+        await _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def report(results: list[Result], console: Console) -> None:
+    table = Table(title="LoCoMo retrieval (categories 1-4), adk-sqlstore SqlMemoryService")
+    for column in (
+        "backend",
+        "questions",
+        "recall@5",
+        "recall@10",
+        "search p50 ms",
+        "search p95 ms",
+        "ingest events/s",
+    ):
+        table.add_column(column, justify="right")
+    for r in results:
+        table.add_row(
+            r.backend,
+            str(r.questions),
+            f"{r.recall[5]:.3f}",
+            f"{r.recall[10]:.3f}",
+            f"{_percentile(r.latencies_ms, 50):.1f}",
+            f"{_percentile(r.latencies_ms, 95):.1f}",
+            f"{r.events / r.ingest_seconds:,.0f}" if r.ingest_seconds else "-",
+        )
+    console.print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument(
+        "--url",
+        help="use this (migrated or empty) database instead of a"
+        " throwaway one; needs --backend sqlite or postgres",
+    )
+    parser.add_argument(
+        "--postgres-admin-url",
+        default=DEFAULT_POSTGRES_ADMIN,
+        help="server on which a throwaway database is created",
+    )
+    parser.add_argument("--conversations", type=int, help="only the first N conversations")
+    parser.add_argument("--data", type=Path, default=DATA, help="the LoCoMo folder")
+    args = parser.parse_args(argv)
+    if not args.data.is_dir():
+        print(f"LoCoMo data not found at {args.data}", file=sys.stderr)
+        return 2
+    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
+    if args.url and len(backends) > 1:
+        parser.error("--url needs --backend sqlite or --backend postgres")
+    conversations = load_conversations(args.data, args.conversations)
+    console = Console()
+    results = []
+    for backend in backends:
+        where = redact_url(args.url) if args.url else f"throwaway {backend} database"
+        console.print(
+            f"{backend}: ingesting {sum(len(c.sessions) for c in conversations)}"
+            f" sessions of {len(conversations)} conversations into {where}"
+        )
+        results.append(
+            asyncio.run(run_backend(backend, conversations, args.url, args.postgres_admin_url))
+        )
+    report(results, console)
+    return 0
+
+
+def as_dict(result: Result) -> dict[str, Any]:
+    """The figures of one result (for tests and RESULTS files)."""
+    return {
+        "backend": result.backend,
+        "questions": result.questions,
+        "recall@5": result.recall[5],
+        "recall@10": result.recall[10],
+        "p50_ms": _percentile(result.latencies_ms, 50),
+        "p95_ms": _percentile(result.latencies_ms, 95),
+    }
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,186 @@
+"""Long-term memory: memories with full-text search, per-user statistics, ingestions.
+
+PostgreSQL: a stored generated tsvector column (``english`` configuration) with a GIN
+index, and a trigger keeping ``sqlstore_memory_stats`` (document and lexeme counts per
+user, for BM25 ranking). SQLite: an external-content FTS5 table (Porter stemmer) and
+triggers keeping it and the document counts in sync.
+
+Revision ID: 0002
+Revises: 0001
+Create Date: 2026-11-29
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0002"
+down_revision: str | Sequence[str] | None = "0001"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+_PG_STATS_FUNCTION = """
+CREATE FUNCTION sqlstore_memory_stats_sync() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP IN ('DELETE', 'UPDATE') THEN
+    UPDATE sqlstore_memory_stats
+       SET doc_count = doc_count - 1,
+           lexeme_count = lexeme_count - length(OLD.search_vector)
+     WHERE app_name = OLD.app_name AND user_id = OLD.user_id;
+  END IF;
+  IF TG_OP IN ('INSERT', 'UPDATE') THEN
+    INSERT INTO sqlstore_memory_stats AS s (app_name, user_id, doc_count, lexeme_count)
+    VALUES (NEW.app_name, NEW.user_id, 1, length(NEW.search_vector))
+    ON CONFLICT (app_name, user_id) DO UPDATE
+       SET doc_count = s.doc_count + 1,
+           lexeme_count = s.lexeme_count + EXCLUDED.lexeme_count;
+  END IF;
+  RETURN NULL;
+END
+$$
+"""
+
+_SQLITE_FTS = """
+CREATE VIRTUAL TABLE sqlstore_memories_fts USING fts5(
+  search_scope, text,
+  content='sqlstore_memories', content_rowid='pk',
+  tokenize='porter unicode61 remove_diacritics 2'
+)
+"""
+
+_SQLITE_TRIGGERS = [
+    """
+    CREATE TRIGGER sqlstore_memories_fts_insert AFTER INSERT ON sqlstore_memories BEGIN
+      INSERT INTO sqlstore_memories_fts(rowid, search_scope, text)
+      VALUES (new.pk, new.search_scope, new.text);
+      INSERT INTO sqlstore_memory_stats(app_name, user_id, doc_count, lexeme_count)
+      VALUES (new.app_name, new.user_id, 1, 0)
+      ON CONFLICT(app_name, user_id) DO UPDATE SET doc_count = doc_count + 1;
+    END
+    """,
+    """
+    CREATE TRIGGER sqlstore_memories_fts_delete AFTER DELETE ON sqlstore_memories BEGIN
+      INSERT INTO sqlstore_memories_fts(sqlstore_memories_fts, rowid, search_scope, text)
+      VALUES ('delete', old.pk, old.search_scope, old.text);
+      UPDATE sqlstore_memory_stats SET doc_count = doc_count - 1
+      WHERE app_name = old.app_name AND user_id = old.user_id;
+    END
+    """,
+    """
+    CREATE TRIGGER sqlstore_memories_fts_update AFTER UPDATE OF search_scope, text
+    ON sqlstore_memories BEGIN
+      INSERT INTO sqlstore_memories_fts(sqlstore_memories_fts, rowid, search_scope, text)
+      VALUES ('delete', old.pk, old.search_scope, old.text);
+      INSERT INTO sqlstore_memories_fts(rowid, search_scope, text)
+      VALUES (new.pk, new.search_scope, new.text);
+    END
+    """,
+]
+
+
+def _require_fts5() -> None:
+    """Fail clearly, before anything is created, if this SQLite lacks FTS5."""
+    bind = op.get_bind()
+    try:
+        bind.exec_driver_sql("CREATE VIRTUAL TABLE temp.sqlstore_fts5_probe USING fts5(x)")
+    except sa.exc.OperationalError as exc:
+        raise RuntimeError(
+            f"this SQLite ({sqlite3.sqlite_version}) was built without FTS5, which"
+            " adk-sqlstore's memory search needs; there is no fallback. Use a Python whose"
+            " sqlite3 module has FTS5 (python.org's and most distributions' builds do), or"
+            f" PostgreSQL. ({exc.orig})"
+        ) from exc
+    bind.exec_driver_sql("DROP TABLE temp.sqlstore_fts5_probe")
+
+
+def upgrade() -> None:
+    dialect = op.get_bind().dialect.name
+    if dialect == "sqlite":
+        _require_fts5()
+    op.create_table(
+        "sqlstore_memories",
+        sa.Column(
+            "pk",
+            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+            primary_key=True,
+            autoincrement=True,
+        ),
+        sa.Column("app_name", sa.Text(), nullable=False),
+        sa.Column("user_id", sa.Text(), nullable=False),
+        sa.Column("id", sa.Text(), nullable=False),
+        sa.Column("session_id", sa.Text(), nullable=True),
+        sa.Column("event_id", sa.Text(), nullable=True),
+        sa.Column("author", sa.Text(), nullable=True),
+        sa.Column("timestamp", sa.Double(), nullable=False),
+        sa.Column("content", sa.Text(), nullable=False),
+        sa.Column("text", sa.Text(), nullable=False),
+        sa.Column("custom_metadata", sa.Text(), nullable=False),
+        sa.Column("search_scope", sa.Text(), nullable=False),
+        sa.Column("update_time", sa.Double(), nullable=False),
+        sa.PrimaryKeyConstraint("pk", name="pk_sqlstore_memories"),
+        sa.UniqueConstraint("app_name", "user_id", "id",
+                            name="uq_sqlstore_memories_app_name_user_id_id"),
+    )
+    op.create_index(
+        "ix_sqlstore_memories_app_name_user_id_session_id",
+        "sqlstore_memories",
+        ["app_name", "user_id", "session_id"],
+    )
+    op.create_table(
+        "sqlstore_memory_stats",
+        sa.Column("app_name", sa.Text(), nullable=False),
+        sa.Column("user_id", sa.Text(), nullable=False),
+        sa.Column("doc_count", sa.BigInteger(), nullable=False),
+        sa.Column("lexeme_count", sa.BigInteger(), nullable=False),
+        sa.PrimaryKeyConstraint("app_name", "user_id", name="pk_sqlstore_memory_stats"),
+    )
+    op.create_table(
+        "sqlstore_memory_ingestions",
+        sa.Column("app_name", sa.Text(), nullable=False),
+        sa.Column("user_id", sa.Text(), nullable=False),
+        sa.Column("session_id", sa.Text(), nullable=False),
+        sa.Column("revision", sa.BigInteger(), nullable=True),
+        sa.Column("event_count", sa.BigInteger(), nullable=False),
+        sa.Column("ingest_time", sa.Double(), nullable=False),
+        sa.PrimaryKeyConstraint("app_name", "user_id", "session_id",
+                                name="pk_sqlstore_memory_ingestions"),
+    )
+    if dialect == "postgresql":
+        op.execute(
+            "ALTER TABLE sqlstore_memories ADD COLUMN search_vector tsvector"
+            " GENERATED ALWAYS AS (to_tsvector('english'::regconfig, text)) STORED"
+        )
+        op.execute(
+            "CREATE INDEX ix_sqlstore_memories_search_vector ON sqlstore_memories"
+            " USING gin (search_vector)"
+        )
+        op.execute(_PG_STATS_FUNCTION)
+        op.execute(
+            "CREATE TRIGGER sqlstore_memory_stats_sync AFTER INSERT OR DELETE OR UPDATE OF"
+            " text, app_name, user_id ON sqlstore_memories FOR EACH ROW"
+            " EXECUTE FUNCTION sqlstore_memory_stats_sync()"
+        )
+    elif dialect == "sqlite":
+        op.execute(_SQLITE_FTS)
+        for trigger in _SQLITE_TRIGGERS:
+            op.execute(trigger)
+
+
+def downgrade() -> None:
+    dialect = op.get_bind().dialect.name
+    if dialect == "postgresql":
+        op.execute("DROP TRIGGER IF EXISTS sqlstore_memory_stats_sync ON sqlstore_memories")
+        op.execute("DROP FUNCTION IF EXISTS sqlstore_memory_stats_sync()")
+    elif dialect == "sqlite":
+        for name in ("insert", "delete", "update"):
+            op.execute(f"DROP TRIGGER IF EXISTS sqlstore_memories_fts_{name}")
+        op.execute("DROP TABLE IF EXISTS sqlstore_memories_fts")
+    op.drop_table("sqlstore_memory_ingestions")
+    op.drop_table("sqlstore_memory_stats")
+    op.drop_index("ix_sqlstore_memories_app_name_user_id_session_id",
+                  table_name="sqlstore_memories")
+    op.drop_table("sqlstore_memories")

@@ -1,0 +1,571 @@
+"""``SqlMemoryService``: searchable long-term memory in the same database.
+
+Follows ADK's ``BaseMemoryService`` (``add_session_to_memory``,
+``add_events_to_memory``, ``add_memory``, ``search_memory``) and the write path of the
+design notes (000, "Cross-Session Memory in ADK"):
+
+* Ingestion is explicit: "the Runner ... never calls addSessionToMemory itself". Three
+  triggers are provided: :meth:`SqlMemoryService.close_session` (explicit end),
+  :meth:`SqlMemoryService.ingest_idle_sessions` (idle timeout, e.g. from cron) and
+  :class:`MemoryCheckpoint` (every N appended events).
+* Re-ingestion is an upsert keyed by session id and event id, in one transaction:
+  "ingesting the same session twice yields one copy".
+* "filter it at ingestion rather than at retrieval": the ingestion filter (card
+  numbers masked by default) runs before anything reaches the memory table.
+* "apply the app and user filter inside the query to the index, not after retrieving
+  the top results": every search filters by ``(app_name, user_id)`` in its WHERE
+  clause.
+
+Search is BM25 over PostgreSQL full-text search (``tsvector``, GIN index) or SQLite
+FTS5; any query term may match and results are ranked, ties going to the more recent
+memory.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from types import TracebackType
+from typing import Any, Self
+
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from . import queries
+from .dialect import search_memories
+from .engine import create_engine, resolve_url
+from .models import Content, MemoryEntry, Part, SearchMemoryResponse
+from .redaction import Redactor, build_filter
+from .sessions import SqlSessionService
+from .text import indexed_text, search_scope, text_of
+from .validation import check_identifier, check_json_value
+
+__all__ = ["IngestReport", "MemoryCheckpoint", "SqlMemoryService"]
+
+logger = logging.getLogger(__name__)
+
+_MEMORY_NAMESPACE = uuid.UUID("6f1c2d4e-8a9b-4c3d-9e2f-0a1b2c3d4e5f")
+
+
+def memory_id(app_name: str, user_id: str, session_id: str | None, event_id: str) -> str:
+    """The stable id of the memory made from one event (UUID5 of its address)."""
+    return str(
+        uuid.uuid5(
+            _MEMORY_NAMESPACE, f"{app_name}\x00{user_id}\x00{session_id or ''}\x00{event_id}"
+        )
+    )
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat()
+
+
+def _epoch(value: str | None) -> float:
+    """Seconds since the epoch from an ISO 8601 string (naive means UTC); now if None."""
+    if not value:
+        return time.time()
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValueError(f"memory timestamp {value!r} is not ISO 8601") from exc
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
+
+
+@dataclass
+class IngestReport:
+    """What an ingestion did.
+
+    Attributes:
+        sessions: sessions ingested.
+        events: events stored or refreshed in memory (those carrying text).
+        deleted: memories removed because their event left the session.
+    """
+
+    sessions: int = 0
+    events: int = 0
+    deleted: int = 0
+
+
+class SqlMemoryService:
+    """Long-term memory for ADK-style agents in PostgreSQL or SQLite.
+
+    Create it with :meth:`from_url` or pass an engine (the same one the
+    :class:`~adk_sqlstore.SqlSessionService` uses is fine; it is not closed here).
+
+    Args:
+        engine: an asyncio engine migrated to the current schema.
+        redactors: extra ingestion filters applied after card masking: callables
+            ``str -> str`` or regular expressions whose matches become ``[redacted]``.
+        mask_card_numbers: mask Luhn-valid payment card numbers (default True).
+        auto_migrate: as for :class:`~adk_sqlstore.SqlSessionService`.
+    """
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        redactors: Iterable[Redactor] | None = None,
+        mask_card_numbers: bool = True,
+        auto_migrate: bool = False,
+    ) -> None:
+        self._sessions = SqlSessionService(engine, auto_migrate=auto_migrate)
+        self._filter: Callable[[str], str] = build_filter(redactors, mask_cards=mask_card_numbers)
+        self._owns_engine = False
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str | URL | None = None,
+        *,
+        auto_migrate: bool | None = None,
+        redactors: Iterable[Redactor] | None = None,
+        mask_card_numbers: bool = True,
+        **engine_kwargs: Any,
+    ) -> Self:
+        """Create a service with its own engine; the URL resolves as for
+        :meth:`SqlSessionService.from_url`."""
+        target = resolve_url(url)
+        engine = create_engine(target.url, **engine_kwargs)
+        service = cls(
+            engine,
+            redactors=redactors,
+            mask_card_numbers=mask_card_numbers,
+            auto_migrate=target.embedded if auto_migrate is None else auto_migrate,
+        )
+        service._owns_engine = True
+        return service
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The engine this service runs on."""
+        return self._sessions.engine
+
+    @property
+    def sessions(self) -> SqlSessionService:
+        """A session service on the same engine (used to reload sessions)."""
+        return self._sessions
+
+    async def close(self) -> None:
+        """Dispose of the engine if this service created it."""
+        if self._owns_engine:
+            await self.engine.dispose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- building rows ------------------------------------------------------------
+
+    def _row(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        memory_id: str,
+        session_id: str | None,
+        event_id: str | None,
+        author: str | None,
+        timestamp: float,
+        text: str,
+        role: str | None,
+        custom_metadata: Mapping[str, Any] | None,
+        now: float,
+    ) -> dict[str, Any] | None:
+        """A memory row from raw text, after the ingestion filter; None if no text."""
+        filtered = self._filter(text)
+        if not filtered.strip():
+            return None
+        metadata = dict(custom_metadata or {})
+        for key, value in metadata.items():
+            check_json_value(key, value, "custom_metadata key")
+        content = Content(role=role, parts=[Part(text=filtered)])
+        return {
+            "app_name": app_name,
+            "user_id": user_id,
+            "id": memory_id,
+            "session_id": session_id,
+            "event_id": event_id,
+            "author": author,
+            "timestamp": timestamp,
+            "content": content.model_dump_json(exclude_none=True),
+            "text": indexed_text(author, filtered),
+            "custom_metadata": json.dumps(metadata, ensure_ascii=False, allow_nan=False),
+            "search_scope": search_scope(app_name, user_id),
+            "update_time": now,
+        }
+
+    def _event_rows(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str | None,
+        events: Iterable[Any],
+        custom_metadata: Mapping[str, Any] | None,
+        now: float,
+    ) -> list[dict[str, Any]]:
+        rows: dict[str, dict[str, Any]] = {}
+        for event in events:
+            if getattr(event, "partial", None):
+                continue
+            content = getattr(event, "content", None)
+            row = self._row(
+                app_name=app_name,
+                user_id=user_id,
+                memory_id=memory_id(app_name, user_id, session_id, event.id),
+                session_id=session_id,
+                event_id=event.id,
+                author=event.author or None,
+                timestamp=float(event.timestamp),
+                text=text_of(content),
+                role=getattr(content, "role", None),
+                custom_metadata=custom_metadata,
+                now=now,
+            )
+            if row is not None:
+                rows[row["id"]] = row  # a repeated event id keeps its last version
+        return list(rows.values())
+
+    # -- writing ------------------------------------------------------------------
+
+    async def add_session_to_memory(self, session: Any) -> IngestReport:
+        """Store the session's events that carry text, one memory per event.
+
+        Calling it again for the same session replaces that session's memories in one
+        transaction: events gone from the session disappear, changed ones update,
+        unchanged ones stay as they are. Ingesting a session twice, or ten times at
+        checkpoints, yields exactly one copy. The session's revision is recorded, so
+        :meth:`ingest_idle_sessions` skips it until it changes.
+
+        Args:
+            session: a :class:`~adk_sqlstore.Session` (or ADK ``Session``) with all
+                the events to remember (load it without ``GetSessionConfig`` limits).
+
+        Returns:
+            An :class:`IngestReport` for this one session.
+        """
+        app_name = check_identifier("app_name", session.app_name)
+        user_id = check_identifier("user_id", session.user_id)
+        session_id = check_identifier("session_id", session.id)
+        now = time.time()
+        rows = self._event_rows(
+            app_name=app_name,
+            user_id=user_id,
+            session_id=session_id,
+            events=session.events,
+            custom_metadata=None,
+            now=now,
+        )
+        keep = {row["id"] for row in rows}
+        async with self._sessions._transaction(write=True) as conn:
+            existing = await queries.memory_ids_of_session(
+                conn, app_name=app_name, user_id=user_id, session_id=session_id
+            )
+            gone = [pk for mid, pk in existing.items() if mid not in keep]
+            deleted = await queries.delete_memories_by_pk(
+                conn, app_name=app_name, user_id=user_id, pks=gone
+            )
+            await queries.upsert_memories(conn, rows)
+            await queries.record_ingestion(
+                conn,
+                app_name=app_name,
+                user_id=user_id,
+                session_id=session_id,
+                revision=self._revision_of(session),
+                event_count=len(rows),
+                now=now,
+            )
+        return IngestReport(sessions=1, events=len(rows), deleted=deleted)
+
+    def _revision_of(self, session: Any) -> int | None:
+        revision = getattr(session, "revision", None)
+        return int(revision) if isinstance(revision, int) else None
+
+    async def add_events_to_memory(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        events: Sequence[Any],
+        session_id: str | None = None,
+        custom_metadata: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Add events incrementally (e.g. only the latest turn); idempotent on event id.
+
+        Adding an event again updates its memory instead of copying it.
+
+        Args:
+            session_id: the session the events belong to (``None`` if none).
+            custom_metadata: stored with each memory and returned by searches.
+
+        Returns:
+            How many events carried text and were stored.
+        """
+        check_identifier("app_name", app_name)
+        check_identifier("user_id", user_id)
+        if session_id is not None:
+            check_identifier("session_id", session_id)
+        rows = self._event_rows(
+            app_name=app_name,
+            user_id=user_id,
+            session_id=session_id,
+            events=events,
+            custom_metadata=custom_metadata,
+            now=time.time(),
+        )
+        async with self._sessions._transaction(write=True) as conn:
+            await queries.upsert_memories(conn, rows)
+        return len(rows)
+
+    async def add_memory(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        memories: Sequence[MemoryEntry | Any],
+        custom_metadata: Mapping[str, Any] | None = None,
+    ) -> list[str]:
+        """Store distilled facts, searched like events.
+
+        Each entry's text parts are filtered and stored; an entry without a timestamp
+        gets the time of writing; an entry with an ``id`` replaces the memory with that
+        id (so re-adding a fact does not copy it), one without gets a new id.
+
+        Args:
+            memories: ``MemoryEntry`` objects (``content``, ``author``, ``timestamp``
+                as ISO 8601, ``custom_metadata``).
+            custom_metadata: merged under each entry's own metadata.
+
+        Returns:
+            The ids of the stored memories, in order (entries without text are
+            skipped).
+
+        Raises:
+            ValueError: a timestamp is not ISO 8601.
+        """
+        check_identifier("app_name", app_name)
+        check_identifier("user_id", user_id)
+        now = time.time()
+        rows = []
+        for entry in memories:
+            metadata = {
+                **(custom_metadata or {}),
+                **(getattr(entry, "custom_metadata", None) or {}),
+            }
+            row = self._row(
+                app_name=app_name,
+                user_id=user_id,
+                memory_id=entry.id or str(uuid.uuid4()),
+                session_id=None,
+                event_id=None,
+                author=entry.author,
+                timestamp=_epoch(entry.timestamp),
+                text=text_of(entry.content),
+                role=getattr(entry.content, "role", None),
+                custom_metadata=metadata,
+                now=now,
+            )
+            if row is not None:
+                rows.append(row)
+        async with self._sessions._transaction(write=True) as conn:
+            await queries.upsert_memories(conn, rows)
+        return [row["id"] for row in rows]
+
+    # -- reading ------------------------------------------------------------------
+
+    async def search_memory(
+        self, *, app_name: str, user_id: str, query: str, limit: int = 10
+    ) -> SearchMemoryResponse:
+        """Search one user's memories with a natural-language query.
+
+        Stop words are ignored, words are stemmed (English), any term may match, and
+        memories are ranked by BM25 (term rarity among this user's memories, term
+        frequency, length); ties go to the more recent memory. No input raises: search
+        syntax, SQL, emoji, CJK and very long queries are all searched as plain words
+        (a query over 10,000 characters is cut); an empty or all-stop-word query returns
+        no memories. Only rows of ``(app_name, user_id)`` are ever read.
+
+        Returns:
+            At most ``limit`` memories, best first; each carries ``id``, ``content``,
+            ``author``, ``timestamp`` (ISO 8601, UTC) and ``custom_metadata`` with the
+            stored metadata plus ``session_id``, ``event_id`` and ``score`` (BM25,
+            higher is better; comparable within one search only).
+        """
+        check_identifier("app_name", app_name)
+        check_identifier("user_id", user_id)
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a str, not {type(query).__name__}")
+        async with self._sessions._transaction(write=False) as conn:
+            rows = await search_memories(
+                conn, app_name=app_name, user_id=user_id, query=query, limit=limit
+            )
+        memories = []
+        for row in rows:
+            metadata = json.loads(row.custom_metadata)
+            metadata.update(
+                session_id=row.session_id, event_id=row.event_id, score=float(row.score)
+            )
+            memories.append(
+                MemoryEntry(
+                    id=row.id,
+                    content=Content.model_validate_json(row.content),
+                    author=row.author,
+                    timestamp=_iso(row.timestamp),
+                    custom_metadata=metadata,
+                )
+            )
+        return SearchMemoryResponse(memories=memories)
+
+    # -- forgetting ---------------------------------------------------------------
+
+    async def delete_memories(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str | None = None,
+        memory_ids: Sequence[str] | None = None,
+    ) -> int:
+        """Delete one user's memories: those of ``session_id``, those with the given
+        ids, both filters combined, or all of them when neither is given.
+
+        Returns:
+            How many memories were deleted.
+        """
+        check_identifier("app_name", app_name)
+        check_identifier("user_id", user_id)
+        async with self._sessions._transaction(write=True) as conn:
+            return await queries.delete_memories(
+                conn,
+                app_name=app_name,
+                user_id=user_id,
+                session_id=session_id,
+                memory_ids=memory_ids,
+            )
+
+    async def forget_user(self, *, app_name: str, user_id: str) -> dict[str, int]:
+        """Delete everything stored for one user of one app; see
+        :meth:`SqlSessionService.forget_user`."""
+        return await self._sessions.forget_user(app_name=app_name, user_id=user_id)
+
+    # -- ingestion triggers -------------------------------------------------------
+
+    async def close_session(self, *, app_name: str, user_id: str, session_id: str) -> IngestReport:
+        """The explicit end of a conversation: reload the session whole and ingest it.
+
+        Safe to retry (ingestion is an upsert). A session that does not exist ingests
+        nothing.
+        """
+        session = await self._sessions.get_session(
+            app_name=app_name, user_id=user_id, session_id=session_id
+        )
+        if session is None:
+            return IngestReport()
+        return await self.add_session_to_memory(session)
+
+    async def count_idle_sessions(
+        self, *, idle_for: timedelta = timedelta(minutes=30), app_name: str | None = None
+    ) -> int:
+        """How many sessions :meth:`ingest_idle_sessions` would ingest now."""
+        cutoff = time.time() - idle_for.total_seconds()
+        async with self._sessions._transaction(write=False) as conn:
+            return await queries.count_idle_sessions(conn, cutoff=cutoff, app_name=app_name)
+
+    async def idle_sessions(
+        self,
+        *,
+        idle_for: timedelta = timedelta(minutes=30),
+        app_name: str | None = None,
+        batch_size: int = 500,
+    ) -> AsyncIterator[tuple[str, str, str]]:
+        """Yield (app_name, user_id, session_id) of sessions idle for ``idle_for`` whose
+        current revision memory does not hold, read in batches."""
+        cutoff = time.time() - idle_for.total_seconds()
+        after: tuple[str, str, str] | None = None
+        while True:
+            async with self._sessions._transaction(write=False) as conn:
+                batch = await queries.idle_sessions(
+                    conn, cutoff=cutoff, app_name=app_name, after=after, limit=batch_size
+                )
+            for key in batch:
+                yield key
+            if len(batch) < batch_size:
+                return
+            after = batch[-1]
+
+    async def ingest_idle_sessions(
+        self,
+        idle_for: timedelta = timedelta(minutes=30),
+        *,
+        app_name: str | None = None,
+        on_session: Callable[[IngestReport], None] | None = None,
+    ) -> IngestReport:
+        """Ingest every session last updated more than ``idle_for`` ago whose current
+        revision has not been ingested yet (the idle-timeout trigger; run it from cron
+        or a scheduler). Running it again does nothing new until sessions change.
+
+        Sessions are streamed in batches, so memory use does not grow with their
+        number. Each session is ingested in its own transaction.
+
+        Args:
+            idle_for: how long a session must have been idle.
+            app_name: only this app's sessions (default: every app).
+            on_session: called after each session with its report (progress bars).
+
+        Returns:
+            The totals.
+        """
+        total = IngestReport()
+        async for app, user, session_id in self.idle_sessions(idle_for=idle_for, app_name=app_name):
+            report = await self.close_session(app_name=app, user_id=user, session_id=session_id)
+            total.sessions += report.sessions
+            total.events += report.events
+            total.deleted += report.deleted
+            if on_session is not None:
+                on_session(report)
+        return total
+
+
+class MemoryCheckpoint:
+    """The periodic checkpoint trigger: ingest a session every ``every`` appended events.
+
+    Pass it to :class:`~adk_sqlstore.SqlSessionService` (``memory_checkpoint=``).
+    After each append that brings the session's revision to a multiple of ``every``,
+    the session is reloaded whole and ingested (the append has already committed; a
+    failed ingestion is logged, and the idle job catches up later).
+    """
+
+    def __init__(self, memory: SqlMemoryService, *, every: int) -> None:
+        if every < 1:
+            raise ValueError("every must be at least 1")
+        self.memory = memory
+        self.every = every
+
+    async def after_append(self, session: Any, revision: int) -> None:
+        """Called by the session service after a committed append."""
+        if revision % self.every:
+            return
+        try:
+            await self.memory.close_session(
+                app_name=session.app_name, user_id=session.user_id, session_id=session.id
+            )
+        except Exception:
+            logger.warning(
+                "memory checkpoint of session %r failed; the idle job will retry",
+                session.id,
+                exc_info=True,
+            )
