@@ -203,26 +203,87 @@ def _run_demo(env: dict[str, str]) -> str:
 
 
 def test_demo_runs_twice_on_the_embedded_default(tmp_path: Path) -> None:
-    """000's worked example: a Monday preference, recalled on Thursday in a new process."""
+    """000's worked example: "One fact came back by key lookup and cost nothing; the other
+    came back by search and cost one tool call."."""
     env = {k: v for k, v in os.environ.items() if k != DATABASE_URL_ENV}
-    env.update(XDG_DATA_HOME=str(tmp_path), COLUMNS="200")
+    env.update(XDG_DATA_HOME=str(tmp_path), COLUMNS="240")
     first = _run_demo(env)
     assert str(tmp_path / "adk-sqlstore" / "adk_sqlstore.db") in first
     for expected in [
         "Monday",
-        "Pune office reception",
+        "I'm vegetarian, and please always deliver to the Pune office reception.",
         "remember_diet",
         'state_delta stored: user:diet = "vegetarian"',
         "temp: keys stored: no",
-        "Thursday",
+        "memory holds nothing yet",
+        "adk-sqlstore memory ingest-idle --idle-minutes 30",
+        "ingested 1 session(s), 2 event(s)",
         'before any turn: {"user:diet": "vegetarian"}',
-        "A vegetarian lunch",
+        'load_memory(query="delivery address office")',
+        "Shall I deliver it to the Pune office reception",
         "Where each fact came from",
+        'user:diet = "vegetarian": key lookup',
+        "delivery address: memory search, one tool call",
     ]:
         assert expected in first, expected
-    # Thursday ran in another process than Monday.
+    # Monday, the idle job and Thursday ran in different processes.
     monday_pid = first.split("Monday")[1].split("process ")[1].split(",")[0]
     thursday_pid = first.split("Thursday")[1].split("new process ")[1].split(",")[0]
     assert monday_pid != thursday_pid
     second = _run_demo(env)
-    assert "removed 2 session(s)" in second and "A vegetarian lunch" in second
+    assert "forgot an earlier run: 2 session(s), 2 memories" in second
+    assert "ingested 1 session(s), 2 event(s)" in second
+    assert "Shall I deliver it to the Pune office reception" in second
+
+
+async def _memory_seed(url: str) -> None:
+    async with SqlSessionService.from_url(url) as service:
+        for user, line in [
+            ("user-17", "please deliver to the Pune office reception"),
+            ("user-42", "deliver to the Mumbai office lobby"),
+        ]:
+            s = await service.create_session(app_name="lunch-app", user_id=user)
+            await service.append_event(
+                s,
+                Event(
+                    author="user",
+                    timestamp=1000.0,
+                    content={"role": "user", "parts": [{"text": line}]},
+                ),
+            )
+
+
+def test_memory_ingest_idle_and_search_commands(db_url: str) -> None:
+    run_sync(_memory_seed(db_url))
+    first = cli("memory", "ingest-idle", "--idle-minutes", "30", "--url", db_url)
+    assert "ingested 2 session(s), 2 event(s)" in first
+    again = cli("memory", "ingest-idle", "--idle-minutes", "30", "--url", db_url)
+    assert "ingested 0 session(s), 0 event(s)" in again
+    found = cli(
+        "memory",
+        "search",
+        "delivery address office",
+        "--app",
+        "lunch-app",
+        "--user",
+        "user-17",
+        "--url",
+        db_url,
+    )
+    assert "please deliver to the Pune office reception" in found and "Mumbai" not in found
+    assert "1970-01-01 00:16:40" in found and "1 result(s)" in found
+
+
+def test_forget_user_command_asks_first(db_url: str) -> None:
+    run_sync(_memory_seed(db_url))
+    declined = runner.invoke(
+        app,
+        ["forget-user", "--app", "lunch-app", "--user", "user-17", "--url", db_url],
+        input="n\n",
+    )
+    assert declined.exit_code == 1 and "Aborted" in declined.output
+    assert "user-17" in cli("sessions", "list", "--app", "lunch-app", "--url", db_url)
+    done = cli("forget-user", "--app", "lunch-app", "--user", "user-17", "--yes", "--url", db_url)
+    assert "forgot user-17 in lunch-app: deleted 1 events" in done and "1 sessions" in done
+    listing = cli("sessions", "list", "--app", "lunch-app", "--url", db_url)
+    assert "user-17" not in listing and "user-42" in listing

@@ -122,8 +122,9 @@ def upgrade() -> None:
         sa.Column("search_scope", sa.Text(), nullable=False),
         sa.Column("update_time", sa.Double(), nullable=False),
         sa.PrimaryKeyConstraint("pk", name="pk_sqlstore_memories"),
-        sa.UniqueConstraint("app_name", "user_id", "id",
-                            name="uq_sqlstore_memories_app_name_user_id_id"),
+        sa.UniqueConstraint(
+            "app_name", "user_id", "id", name="uq_sqlstore_memories_app_name_user_id_id"
+        ),
     )
     op.create_index(
         "ix_sqlstore_memories_app_name_user_id_session_id",
@@ -146,8 +147,9 @@ def upgrade() -> None:
         sa.Column("revision", sa.BigInteger(), nullable=True),
         sa.Column("event_count", sa.BigInteger(), nullable=False),
         sa.Column("ingest_time", sa.Double(), nullable=False),
-        sa.PrimaryKeyConstraint("app_name", "user_id", "session_id",
-                                name="pk_sqlstore_memory_ingestions"),
+        sa.PrimaryKeyConstraint(
+            "app_name", "user_id", "session_id", name="pk_sqlstore_memory_ingestions"
+        ),
     )
     if dialect == "postgresql":
         op.execute(
@@ -181,6 +183,7 @@ def downgrade() -> None:
         op.execute("DROP TABLE IF EXISTS sqlstore_memories_fts")
     op.drop_table("sqlstore_memory_ingestions")
     op.drop_table("sqlstore_memory_stats")
-    op.drop_index("ix_sqlstore_memories_app_name_user_id_session_id",
-                  table_name="sqlstore_memories")
+    op.drop_index(
+        "ix_sqlstore_memories_app_name_user_id_session_id", table_name="sqlstore_memories"
+    )
     op.drop_table("sqlstore_memories")

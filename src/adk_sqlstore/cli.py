@@ -312,7 +312,7 @@ def memory_search(
             text = "\n".join(p.text for p in entry.content.parts or [] if p.text)
             when = (entry.timestamp or "")[:19].replace("T", " ")
             table.add_row(
-                f"{entry.custom_metadata['score']:.2f}",
+                f"{entry.custom_metadata['score']:.3g}",
                 when,
                 entry.author or "",
                 escape(text),

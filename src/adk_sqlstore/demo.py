@@ -1,14 +1,18 @@
 """The lunch example, run on a real database with a scripted agent (no model, no network).
 
-From the design notes behind adk-sqlstore (cross-session memory, "a Monday preference,
+The worked example of the design notes behind adk-sqlstore (000, "a Monday preference,
 recalled on Thursday"): on Monday the user says "I'm vegetarian, and please always
 deliver to the Pune office reception."; the agent's ``remember_diet`` tool writes
-``user:diet`` through the tool event's state delta. On Thursday, in a new process, a
-new session already has ``user:diet`` in its state, and ``get_profile`` reads it
-without asking the user again.
+``user:diet`` through the tool event's state delta, and the delivery instruction stays
+in the transcript. The idle job (``adk-sqlstore memory ingest-idle``, as cron would run
+it) finds the session and ingests it into memory. On Thursday, in a new process, a new
+session already has ``user:diet``; the agent reads it with ``get_profile``, then calls
+``load_memory("delivery address office")``, which searches memory and returns Monday's
+turn about the Pune office reception. "One fact came back by key lookup and cost
+nothing; the other came back by search and cost one tool call."
 
-Run it with ``adk-sqlstore demo``; Thursday runs as ``python -m adk_sqlstore.demo
-thursday`` in a child process.
+Run it with ``adk-sqlstore demo``. Monday runs in this process, the idle job and
+Thursday each in a child process.
 """
 
 from __future__ import annotations
@@ -16,30 +20,36 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.rule import Rule
+from rich.table import Table
 
 from .engine import DATABASE_URL_ENV, redact_url, resolve_url
+from .memory import SqlMemoryService
 from .models import Content, Event, EventActions, FunctionCall, FunctionResponse, Part, Session
 from .sessions import SqlSessionService
-from .state import TEMP_PREFIX
+from .state import TEMP_PREFIX, USER_PREFIX
 
 APP_NAME = "lunch-app"
 USER_ID = "user-17"
 AGENT = "lunch_assistant"
 MONDAY_MESSAGE = "I'm vegetarian, and please always deliver to the Pune office reception."
+MEMORY_QUERY = "delivery address office"
 
 
 def demo_week(now: datetime | None = None) -> tuple[datetime, datetime]:
-    """Monday 12:30 UTC of last week, and the Thursday after it (both in the past)."""
+    """Monday 12:30 UTC of last week, and the Thursday after it (both in the past, so
+    Monday's session is long idle when the idle job runs)."""
     now = now or datetime.now(UTC)
     this_monday = (now - timedelta(days=now.weekday())).replace(
         hour=12, minute=30, second=0, microsecond=0
@@ -48,46 +58,105 @@ def demo_week(now: datetime | None = None) -> tuple[datetime, datetime]:
     return monday, monday + timedelta(days=3)
 
 
-# -- the agent's tools (ADK style: they write state through the context's delta) --------
+@dataclass
+class ToolContext:
+    """What a tool sees, as in ADK: the session state, a pending delta, and memory."""
+
+    session: Session
+    memory: SqlMemoryService
+    delta: dict[str, Any] = field(default_factory=dict)
 
 
-def remember_diet(diet: str, state: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any]:
+async def remember_diet(ctx: ToolContext, diet: str) -> dict[str, Any]:
     """Called by the model when the user states a lasting preference."""
-    delta["user:diet"] = diet.lower()
+    ctx.delta["user:diet"] = diet.lower()
     return {"status": "saved", "diet": diet.lower()}
 
 
-def get_profile(state: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any]:
-    """Reads what the agent knows about the user."""
-    return {"diet": state.get("user:diet", "unknown")}
+async def get_profile(ctx: ToolContext) -> dict[str, Any]:
+    """What the agent knows about the user, by key lookup in state."""
+    return {"diet": ctx.session.state.get("user:diet", "unknown")}
 
 
-TOOLS: dict[str, Callable[..., dict[str, Any]]] = {
+async def load_memory(ctx: ToolContext, query: str) -> dict[str, Any]:
+    """ADK's load_memory tool: search this user's memory."""
+    found = await ctx.memory.search_memory(
+        app_name=ctx.session.app_name, user_id=ctx.session.user_id, query=query, limit=3
+    )
+    return {
+        "memories": [
+            {
+                "author": m.author,
+                "time": m.timestamp,
+                "text": " ".join(p.text for p in m.content.parts or [] if p.text),
+            }
+            for m in found.memories
+        ]
+    }
+
+
+TOOLS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "remember_diet": remember_diet,
     "get_profile": get_profile,
+    "load_memory": load_memory,
 }
 
 
+@dataclass
 class ScriptedTurn:
-    """One user turn: the model's scripted tool calls, then its reply."""
+    """One user turn: the model's scripted tool calls, then its reply (computed from
+    what the tools returned, so the transcript shows what really came back)."""
 
-    def __init__(
-        self,
-        user_text: str,
-        calls: list[tuple[str, dict[str, Any]]],
-        reply: Callable[[dict[str, Any]], str],
-    ) -> None:
-        self.user_text = user_text
-        self.calls = calls
-        self.reply = reply
+    user_text: str
+    calls: list[tuple[str, dict[str, Any]]]
+    reply: Callable[[dict[str, Any], dict[str, dict[str, Any]]], str]
+
+
+class Transcript:
+    """Prints events as a timeline: time, author, what happened."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    def event(self, event: Event, note: str = "") -> None:
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(no_wrap=True, style="dim")
+        grid.add_column(no_wrap=True, style="bold", min_width=15)
+        grid.add_column()
+        when = datetime.fromtimestamp(event.timestamp, UTC).strftime("%a %H:%M:%S")
+        for part in event.content.parts or [] if event.content else []:
+            if part.text:
+                grid.add_row(when, event.author, escape(part.text))
+            elif part.function_call:
+                args = ", ".join(
+                    f"{k}={json.dumps(v)}" for k, v in (part.function_call.args or {}).items()
+                )
+                grid.add_row(
+                    when, event.author, f"[cyan]→ {part.function_call.name}({escape(args)})[/]"
+                )
+            elif part.function_response:
+                grid.add_row(
+                    when,
+                    event.author,
+                    f"[cyan]← {part.function_response.name}: "
+                    f"{escape(json.dumps(part.function_response.response))}[/]",
+                )
+        stored = event.actions.state_delta
+        if stored:
+            shown = ", ".join(f"{k} = {json.dumps(v)}" for k, v in stored.items())
+            grid.add_row("", "", f"[green]state_delta stored: {escape(shown)}[/]")
+        if note:
+            grid.add_row("", "", f"[yellow]{escape(note)}[/]")
+        self.console.print(grid)
 
 
 async def run_turn(
-    service: SqlSessionService,
+    sessions: SqlSessionService,
+    memory: SqlMemoryService,
     session: Session,
     turn: ScriptedTurn,
     clock: datetime,
-    console: Console,
+    transcript: Transcript,
 ) -> None:
     """Append the events of one turn as ADK's Runner would, printing each."""
     invocation_id = f"e-{uuid.uuid4()}"
@@ -96,129 +165,115 @@ async def run_turn(
     def at() -> float:
         return (clock + timedelta(seconds=2 * next(tick))).timestamp()
 
-    async def emit(event: Event) -> None:
-        await service.append_event(session, event)
-        _print_event(console, event)
-
-    await emit(
-        Event(
+    await sessions.append_event(
+        session,
+        user_event := Event(
             invocation_id=invocation_id,
             author="user",
             timestamp=at(),
             content=Content(role="user", parts=[Part(text=turn.user_text)]),
-        )
+        ),
     )
+    transcript.event(user_event)
+    results: dict[str, dict[str, Any]] = {}
     for name, args in turn.calls:
         call_id = f"adk-{uuid.uuid4()}"
-        await emit(
-            Event(
-                invocation_id=invocation_id,
-                author=AGENT,
-                timestamp=at(),
-                content=Content(
-                    role="model",
-                    parts=[Part(function_call=FunctionCall(id=call_id, name=name, args=args))],
-                ),
-            )
-        )
-        delta: dict[str, Any] = {"temp:request_id": invocation_id}
-        result = TOOLS[name](**args, state=session.state, delta=delta)
-        await emit(
-            Event(
-                invocation_id=invocation_id,
-                author=AGENT,
-                timestamp=at(),
-                content=Content(
-                    role="user",
-                    parts=[
-                        Part(
-                            function_response=FunctionResponse(
-                                id=call_id, name=name, response=result
-                            )
-                        )
-                    ],
-                ),
-                actions=EventActions(state_delta=delta),
-            )
-        )
-    await emit(
-        Event(
+        call = Event(
             invocation_id=invocation_id,
             author=AGENT,
             timestamp=at(),
-            turn_complete=True,
-            content=Content(role="model", parts=[Part(text=turn.reply(session.state))]),
+            content=Content(
+                role="model",
+                parts=[Part(function_call=FunctionCall(id=call_id, name=name, args=args))],
+            ),
         )
+        await sessions.append_event(session, call)
+        transcript.event(call)
+        ctx = ToolContext(session, memory, {TEMP_PREFIX + "request_id": invocation_id})
+        results[name] = await TOOLS[name](ctx, **args)
+        response = Event(
+            invocation_id=invocation_id,
+            author=AGENT,
+            timestamp=at(),
+            content=Content(
+                role="user",
+                parts=[
+                    Part(
+                        function_response=FunctionResponse(
+                            id=call_id, name=name, response=results[name]
+                        )
+                    )
+                ],
+            ),
+            actions=EventActions(state_delta=ctx.delta),
+        )
+        await sessions.append_event(session, response)
+        note = ""
+        if TEMP_PREFIX + "request_id" in session.state:
+            note = (
+                "temp:request_id was visible during the turn and is not stored (temp: keys"
+                " never leave the invocation)"
+            )
+        transcript.event(response, note if ctx.delta.keys() - {TEMP_PREFIX + "request_id"} else "")
+    reply = Event(
+        invocation_id=invocation_id,
+        author=AGENT,
+        timestamp=at(),
+        turn_complete=True,
+        content=Content(role="model", parts=[Part(text=turn.reply(session.state, results))]),
+    )
+    await sessions.append_event(session, reply)
+    transcript.event(reply)
+
+
+def _monday_reply(state: dict[str, Any], results: dict[str, dict[str, Any]]) -> str:
+    return (
+        "Noted: vegetarian meals from now on, delivered to the Pune office reception."
+        if results["remember_diet"]["status"] == "saved"
+        else "Sorry, I could not save that."
     )
 
 
-def _print_event(console: Console, event: Event) -> None:
-    when = datetime.fromtimestamp(event.timestamp, UTC).strftime("%a %H:%M:%S")
-    parts = event.content.parts if event.content and event.content.parts else []
-    for part in parts:
-        if part.text:
-            line = part.text
-        elif part.function_call:
-            args = ", ".join(
-                f"{k}={json.dumps(v)}" for k, v in (part.function_call.args or {}).items()
+def _thursday_reply(state: dict[str, Any], results: dict[str, dict[str, Any]]) -> str:
+    diet = results["get_profile"]["diet"]
+    for memory in results["load_memory"]["memories"]:
+        found = re.search(r"deliver to (?:the )?(.+?)[.!]?$", memory["text"])
+        if found:
+            return (
+                f"A {diet} lunch, then. Shall I deliver it to the {found.group(1)}, as you"
+                " asked before?"
             )
-            line = f"[cyan]→ {part.function_call.name}({escape(args)})[/]"
-            console.print(f"  [dim]{when}[/]  [bold]{event.author:<16}[/] {line}")
-            continue
-        elif part.function_response:
-            line = (
-                f"[cyan]← {part.function_response.name}: "
-                f"{escape(json.dumps(part.function_response.response))}[/]"
-            )
-            console.print(f"  [dim]{when}[/]  [bold]{event.author:<16}[/] {line}")
-            continue
-        else:
-            continue
-        console.print(f"  [dim]{when}[/]  [bold]{event.author:<16}[/] {escape(line)}")
-    stored = event.actions.state_delta
-    if stored:
-        shown = ", ".join(f"{k} = {json.dumps(v)}" for k, v in stored.items())
-        console.print(f"  {'':<10}  {'':<16} [green]state_delta stored: {escape(shown)}[/]")
+    return f"A {diet} lunch, then. Where should I deliver it?"
 
 
-def _print_temp_note(console: Console) -> None:
-    console.print(
-        f"  {'':<10}  {'':<16} [yellow]temp:request_id was visible to the turn but not"
-        " stored (temp: keys never leave the invocation)[/]"
-    )
-
-
-async def monday(url: str | None, console: Console) -> Session:
-    """Clear the demo user's earlier sessions, then run Monday's conversation."""
+async def monday(console: Console) -> None:
+    """Forget the demo user's earlier runs, then run Monday's conversation."""
     monday_at, _ = demo_week()
-    async with SqlSessionService.from_url(url) as service:
-        old = await service.list_sessions(app_name=APP_NAME, user_id=USER_ID)
-        for s in old.sessions:
-            await service.delete_session(app_name=APP_NAME, user_id=USER_ID, session_id=s.id)
-        if old.sessions:
+    async with SqlSessionService.from_url() as sessions:
+        memory = SqlMemoryService(sessions.engine)
+        forgotten = await sessions.forget_user(app_name=APP_NAME, user_id=USER_ID)
+        if forgotten["sessions"] or forgotten["memories"]:
             console.print(
-                f"[dim](removed {len(old.sessions)} session(s) of {USER_ID} left by an"
-                " earlier run)[/]"
+                f"[dim](forgot an earlier run: {forgotten['sessions']} session(s),"
+                f" {forgotten['memories']} memories of {USER_ID})[/]"
             )
-        session = await service.create_session(app_name=APP_NAME, user_id=USER_ID)
+        session = await sessions.create_session(app_name=APP_NAME, user_id=USER_ID)
         console.print(
-            Rule(f"Monday {monday_at:%d %b}, process {os.getpid()}, session {session.id[:8]}")
+            Rule(f"Monday {monday_at:%d %b}: process {os.getpid()}, session {session.id[:8]}")
         )
         await run_turn(
-            service,
+            sessions,
+            memory,
             session,
             ScriptedTurn(
                 MONDAY_MESSAGE,
                 calls=[("remember_diet", {"diet": "vegetarian"})],
-                reply=lambda state: (
-                    "Noted: vegetarian meals from now on, delivered to the Pune office reception."
-                ),
+                reply=_monday_reply,
             ),
             monday_at,
-            console,
+            Transcript(console),
         )
-        _print_temp_note(console)
-        stored = await service.get_session(
+        stored = await sessions.get_session(
             app_name=APP_NAME, user_id=USER_ID, session_id=session.id
         )
         assert stored is not None
@@ -226,93 +281,129 @@ async def monday(url: str | None, console: Console) -> Session:
             k.startswith(TEMP_PREFIX) for e in stored.events for k in e.actions.state_delta
         )
         console.print(
-            f"  stored: {len(stored.events)} events, revision {stored.revision},"
-            f" temp: keys stored: {'yes' if temp_stored else 'no'}"
+            f"stored: {len(stored.events)} events, revision {stored.revision},"
+            f" temp: keys stored: {'yes' if temp_stored else 'no'}; memory holds"
+            " nothing yet: the Runner never ingests by itself"
         )
-        return stored
 
 
-async def thursday(url: str | None, console: Console) -> None:
-    """A new session in a new process: ``user:diet`` is already in its state."""
+async def thursday(console: Console) -> None:
+    """A new session in a new process: key lookup for the diet, memory for the address."""
     _, thursday_at = demo_week()
-    async with SqlSessionService.from_url(url) as service:
-        session = await service.create_session(app_name=APP_NAME, user_id=USER_ID)
+    async with SqlSessionService.from_url() as sessions:
+        memory = SqlMemoryService(sessions.engine)
+        session = await sessions.create_session(app_name=APP_NAME, user_id=USER_ID)
         console.print(
             Rule(
-                f"Thursday {thursday_at:%d %b}, new process {os.getpid()}, new"
+                f"Thursday {thursday_at:%d %b}: new process {os.getpid()}, new"
                 f" session {session.id[:8]}"
             )
         )
-        known = {k: v for k, v in session.state.items() if k.startswith("user:")}
+        known = {k: v for k, v in session.state.items() if k.startswith(USER_PREFIX)}
         console.print(
-            f"  state of the new session before any turn: [green]{escape(json.dumps(known))}[/]"
+            f"state of the new session before any turn: [green]{escape(json.dumps(known))}[/]"
         )
         await run_turn(
-            service,
+            sessions,
+            memory,
             session,
             ScriptedTurn(
                 "Lunch please.",
-                calls=[("get_profile", {})],
-                reply=lambda state: (
-                    f"A {state.get('user:diet', 'any')} lunch, then. Where should I deliver it?"
-                ),
+                calls=[("get_profile", {}), ("load_memory", {"query": MEMORY_QUERY})],
+                reply=_thursday_reply,
             ),
             thursday_at,
-            console,
+            Transcript(console),
         )
         console.print(Rule("Where each fact came from"))
-        await explain(service, console, current=session.id)
+        await explain(sessions, memory, console, current=session.id)
 
 
-async def explain(service: SqlSessionService, console: Console, *, current: str) -> None:
-    """Trace each ``user:`` key to the event whose state delta set it last."""
-    user_state = await service.get_user_state(app_name=APP_NAME, user_id=USER_ID)
-    listing = await service.list_sessions(app_name=APP_NAME, user_id=USER_ID)
-    setters: dict[str, tuple[Session, Event]] = {}
+async def explain(
+    sessions: SqlSessionService, memory: SqlMemoryService, console: Console, *, current: str
+) -> None:
+    """Trace ``user:diet`` to the event that wrote it, and the address to its memory."""
+    user_state = await sessions.get_user_state(app_name=APP_NAME, user_id=USER_ID)
+    listing = await sessions.list_sessions(app_name=APP_NAME, user_id=USER_ID)
+    setters: dict[str, tuple[str, Event]] = {}
     for summary in listing.sessions:
-        full = await service.get_session(app_name=APP_NAME, user_id=USER_ID, session_id=summary.id)
+        full = await sessions.get_session(app_name=APP_NAME, user_id=USER_ID, session_id=summary.id)
         for event in full.events if full else []:
             for key in event.actions.state_delta:
-                if key.startswith("user:"):
-                    best = setters.get(key)
-                    if best is None or best[1].timestamp <= event.timestamp:
-                        setters[key] = (full, event)  # type: ignore[assignment]
+                best = setters.get(key)
+                if key.startswith(USER_PREFIX) and (
+                    best is None or best[1].timestamp <= event.timestamp
+                ):
+                    setters[key] = (summary.id, event)
     for key, value in sorted(user_state.items()):
-        origin = setters.get("user:" + key)
+        origin = setters.get(USER_PREFIX + key)
         if origin is None:
-            console.print(f"  user:{key} = {json.dumps(value)}: set outside any event")
             continue
-        session, event = origin
+        session_id, event = origin
         parts = event.content.parts or [] if event.content else []
-        call = next((p.function_response.name for p in parts if p.function_response), None)
+        tool = next((p.function_response.name for p in parts if p.function_response), None)
         when = datetime.fromtimestamp(event.timestamp, UTC).strftime("%a %d %b %H:%M:%S UTC")
-        day = "this session" if session.id == current else f"session {session.id[:8]}"
+        where = "this session" if session_id == current else f"session {session_id[:8]}"
         console.print(
-            f"  [bold]user:{key} = {escape(json.dumps(value))}[/]: key lookup in the user state of"
-            f" {APP_NAME}/{USER_ID}; written by the state_delta of event {event.id[:8]}"
-            f" ({event.author}{', tool ' + call if call else ''}) in {day}, {when}."
+            f"[bold]user:{key} = {escape(json.dumps(value))}[/]: key lookup, free. It is in the"
+            f" user state of {APP_NAME}/{USER_ID}, written by the state_delta of event"
+            f" {event.id[:8]} ({event.author}{', tool ' + tool if tool else ''}) in {where},"
+            f" {when}."
         )
+    found = await memory.search_memory(
+        app_name=APP_NAME, user_id=USER_ID, query=MEMORY_QUERY, limit=1
+    )
+    if not found.memories:
+        console.print("[bold]delivery address[/]: not found in memory (was the idle job run?)")
+        return
+    hit = found.memories[0]
+    text = " ".join(p.text for p in hit.content.parts or [] if p.text)
     console.print(
-        "  [bold]delivery address[/]: not in state; it lives only in Monday's transcript."
-        " (Searching it is the memory service's job.)"
+        f"[bold]delivery address[/]: memory search, one tool call. load_memory"
+        f"({MEMORY_QUERY!r}) returned {hit.author}'s turn {escape(repr(text))} (score"
+        f" {hit.custom_metadata['score']:.3g}) from Monday's session"
+        f" {str(hit.custom_metadata['session_id'])[:8]}, event"
+        f" {str(hit.custom_metadata['event_id'])[:8]}, {hit.timestamp}; the idle job put it"
+        " there."
     )
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``adk-sqlstore demo``: Monday here, Thursday in a child process."""
+    """``adk-sqlstore demo``: Monday here; the idle job and Thursday in child processes."""
     argv = sys.argv[1:] if argv is None else argv
     console = Console(highlight=False)
-    if argv[:1] == ["thursday"]:
-        asyncio.run(thursday(None, console))  # the URL comes through the environment
+    if argv[:1] == ["thursday"]:  # the child process; the URL comes through the environment
+        asyncio.run(thursday(console))
         return 0
     url = argv[0] if argv else None
+    env = dict(os.environ)
+    if url:
+        env[DATABASE_URL_ENV] = url  # not on a command line, where ps would show it
+        os.environ[DATABASE_URL_ENV] = url
     target = resolve_url(url)
     console.print("[bold]adk-sqlstore demo[/]: the lunch example, scripted agent, no network")
     console.print(f"database: {redact_url(target.url)}")
-    asyncio.run(monday(url, console))
-    env = dict(os.environ)
-    if url:
-        env[DATABASE_URL_ENV] = url  # not on the command line, where ps would show it
+    asyncio.run(monday(console))
+    console.print(Rule("Later: the idle job (as cron runs it)"))
+    console.print("$ adk-sqlstore memory ingest-idle --idle-minutes 30")
+    console.file.flush()
+    job = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "adk_sqlstore",
+            "memory",
+            "ingest-idle",
+            "--idle-minutes",
+            "30",
+            "--app",
+            APP_NAME,
+        ],
+        env=env,
+        check=False,
+    )
+    if job.returncode:
+        return job.returncode
     child = subprocess.run(
         [sys.executable, "-m", "adk_sqlstore.demo", "thursday"], env=env, check=False
     )

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Dialect, Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.dml import Insert
 
-from .text import MAX_QUERY_CHARS, query_terms, search_scope
+from .text import MAX_QUERY_CHARS, query_terms, search_scope, valid_unicode
 
 __all__ = ["BM25_B", "BM25_K1", "search_memories", "upsert"]
 
@@ -27,7 +27,6 @@ BM25_B = 0.75
 def upsert(
     dialect: Dialect,
     table: Table,
-    rows: Sequence[dict[str, Any]],
     *,
     key: Sequence[str],
     update: Sequence[str],
@@ -36,7 +35,8 @@ def upsert(
     """``INSERT ... ON CONFLICT (key) DO UPDATE SET update = excluded.update``.
 
     Both PostgreSQL and SQLite (3.24+) support this statement; SQLAlchemy builds it
-    with each dialect's own ``insert`` construct.
+    with each dialect's own ``insert`` construct. Execute it with a list of row dicts
+    (an executemany: the statement is compiled once and cached).
 
     Args:
         only_if_changed: update a conflicting row only when one of these columns
@@ -49,7 +49,7 @@ def upsert(
         module = sqlite
     else:  # pragma: no cover - engine.normalize_url refuses other databases
         raise NotImplementedError(dialect.name)
-    stmt = module.insert(table).values(list(rows))
+    stmt = module.insert(table)
     where = None
     if only_if_changed:
         where = or_(*(table.c[c].is_distinct_from(stmt.excluded[c]) for c in only_if_changed))
@@ -143,6 +143,7 @@ async def search_memories(
     never parsed as search syntax). Rows: id, session_id, event_id, author, timestamp,
     content, custom_metadata, score (higher is better).
     """
+    query = valid_unicode(query[:MAX_QUERY_CHARS]).replace("\x00", " ")
     terms = query_terms(query)
     if not terms or limit <= 0:
         return []
@@ -151,7 +152,7 @@ async def search_memories(
             "app_name": app_name,
             "user_id": user_id,
             "limit": limit,
-            "query": query[:MAX_QUERY_CHARS].replace("\x00", " "),
+            "query": query,
         }
         return (await conn.execute(_POSTGRES_SEARCH, params)).all()
     match = (

@@ -42,7 +42,7 @@ from .engine import create_engine, resolve_url
 from .models import Content, MemoryEntry, Part, SearchMemoryResponse
 from .redaction import Redactor, build_filter
 from .sessions import SqlSessionService
-from .text import indexed_text, search_scope, text_of
+from .text import indexed_text, search_scope, text_of, valid_unicode
 from .validation import check_identifier, check_json_value
 
 __all__ = ["IngestReport", "MemoryCheckpoint", "SqlMemoryService"]
@@ -186,7 +186,7 @@ class SqlMemoryService:
         now: float,
     ) -> dict[str, Any] | None:
         """A memory row from raw text, after the ingestion filter; None if no text."""
-        filtered = self._filter(text)
+        filtered = self._filter(valid_unicode(text))
         if not filtered.strip():
             return None
         metadata = dict(custom_metadata or {})

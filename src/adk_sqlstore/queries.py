@@ -219,16 +219,13 @@ async def write_state(
             }
             for k in sorted(session)
         ]
-        for chunk in _chunks(rows):
-            await conn.execute(
-                upsert(
-                    dialect,
-                    session_state,
-                    chunk,
-                    key=("app_name", "user_id", "session_id", "key"),
-                    update=("value",),
-                )
-            )
+        stmt = upsert(
+            dialect,
+            session_state,
+            key=("app_name", "user_id", "session_id", "key"),
+            update=("value",),
+        )
+        await conn.execute(stmt, rows)
     if user:
         rows = [
             {
@@ -240,31 +237,17 @@ async def write_state(
             }
             for k in sorted(user)
         ]
-        for chunk in _chunks(rows):
-            await conn.execute(
-                upsert(
-                    dialect,
-                    user_state,
-                    chunk,
-                    key=("app_name", "user_id", "key"),
-                    update=("value", "update_time"),
-                )
-            )
+        stmt = upsert(
+            dialect, user_state, key=("app_name", "user_id", "key"), update=("value", "update_time")
+        )
+        await conn.execute(stmt, rows)
     if app:
         rows = [
             {"app_name": app_name, "key": k, "value": app[k], "update_time": now}
             for k in sorted(app)
         ]
-        for chunk in _chunks(rows):
-            await conn.execute(
-                upsert(
-                    dialect,
-                    app_state,
-                    chunk,
-                    key=("app_name", "key"),
-                    update=("value", "update_time"),
-                )
-            )
+        stmt = upsert(dialect, app_state, key=("app_name", "key"), update=("value", "update_time"))
+        await conn.execute(stmt, rows)
 
 
 async def load_session(
@@ -452,17 +435,17 @@ async def delete_memories_by_pk(
 async def upsert_memories(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> None:
     """Insert memories, or update those whose ``(app_name, user_id, id)`` exists and
     whose content changed (unchanged rows are not rewritten, nor re-indexed)."""
+    if not rows:
+        return
+    stmt = upsert(
+        conn.dialect,
+        memories,
+        key=("app_name", "user_id", "id"),
+        update=_MEMORY_UPDATABLE,
+        only_if_changed=_MEMORY_COMPARED,
+    )
     for chunk in _chunks(rows):
-        await conn.execute(
-            upsert(
-                conn.dialect,
-                memories,
-                chunk,
-                key=("app_name", "user_id", "id"),
-                update=_MEMORY_UPDATABLE,
-                only_if_changed=_MEMORY_COMPARED,
-            )
-        )
+        await conn.execute(stmt, list(chunk))
 
 
 async def record_ingestion(
@@ -476,23 +459,22 @@ async def record_ingestion(
     now: float,
 ) -> None:
     """Remember which revision of a session memory now holds."""
+    stmt = upsert(
+        conn.dialect,
+        memory_ingestions,
+        key=("app_name", "user_id", "session_id"),
+        update=("revision", "event_count", "ingest_time"),
+    )
     await conn.execute(
-        upsert(
-            conn.dialect,
-            memory_ingestions,
-            [
-                {
-                    "app_name": app_name,
-                    "user_id": user_id,
-                    "session_id": session_id,
-                    "revision": revision,
-                    "event_count": event_count,
-                    "ingest_time": now,
-                }
-            ],
-            key=("app_name", "user_id", "session_id"),
-            update=("revision", "event_count", "ingest_time"),
-        )
+        stmt,
+        {
+            "app_name": app_name,
+            "user_id": user_id,
+            "session_id": session_id,
+            "revision": revision,
+            "event_count": event_count,
+            "ingest_time": now,
+        },
     )
 
 

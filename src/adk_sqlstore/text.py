@@ -20,6 +20,7 @@ __all__ = [
     "query_terms",
     "search_scope",
     "text_of",
+    "valid_unicode",
 ]
 
 MAX_INDEXED_CHARS = 100_000
@@ -41,6 +42,12 @@ STOP_WORDS = frozenset(
 )
 
 _WORD = re.compile(r"\w+")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_unicode(text: str) -> str:
+    """``text`` with lone surrogates (not encodable as UTF-8) replaced by U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def text_of(content: Any) -> str:

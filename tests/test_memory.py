@@ -1,0 +1,608 @@
+"""Long-term memory, on an SQLite file and on PostgreSQL.
+
+Quotes are from the design documents (../shared/seeds/): 000 "Cross-Session Memory in
+ADK" and 004 "BaseMemoryService".
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from adk_sqlstore import (
+    Event,
+    MemoryCheckpoint,
+    MemoryEntry,
+    Session,
+    SqlMemoryService,
+    SqlSessionService,
+)
+
+APP = "app"
+
+
+@pytest.fixture
+async def memory(service: SqlSessionService) -> AsyncIterator[SqlMemoryService]:
+    async with SqlMemoryService(service.engine) as svc:
+        yield svc
+
+
+def turn(
+    text: str, *, author: str = "user", ts: float | None = None, event_id: str | None = None
+) -> Event:
+    fields: dict[str, Any] = {
+        "author": author,
+        "content": {"role": "user", "parts": [{"text": text}]},
+    }
+    if ts is not None:
+        fields["timestamp"] = ts
+    if event_id is not None:
+        fields["id"] = event_id
+    return Event.model_validate(fields)
+
+
+def texts(found: Any) -> list[str]:
+    return [" ".join(p.text for p in m.content.parts if p.text) for m in found.memories]
+
+
+async def session_with(
+    service: SqlSessionService, user: str, *lines: str, ts: float | None = None
+) -> Session:
+    s = await service.create_session(app_name=APP, user_id=user)
+    for n, line in enumerate(lines):
+        await service.append_event(s, turn(line, ts=None if ts is None else ts + n))
+    return s
+
+
+async def search(memory: SqlMemoryService, query: str, user: str = "u1", limit: int = 10) -> Any:
+    return await memory.search_memory(app_name=APP, user_id=user, query=query, limit=limit)
+
+
+# -- ingestion ----------------------------------------------------------------------
+
+
+async def test_natural_language_question_finds_the_answer(
+    service: SqlSessionService, memory: SqlMemoryService
+) -> None:
+    """004: a later session asks "What sport do I like?" after "My favorite sport is badminton."."""
+    s = await session_with(
+        service,
+        "u1",
+        "My favorite sport is badminton.",
+        "The weather in Pune is nice today.",
+        "Please order lunch.",
+    )
+    await memory.add_session_to_memory(s)
+    found = await search(memory, "What sport do I like?")
+    assert texts(found)[0] == "My favorite sport is badminton."
+    assert "The weather in Pune is nice today." not in texts(found)
+
+
+async def test_only_events_with_text_are_stored_one_per_event(
+    service: SqlSessionService, memory: SqlMemoryService
+) -> None:
+    s = await service.create_session(app_name=APP, user_id="u1")
+    await service.append_event(s, turn("I drive a blue hatchback"))
+    await service.append_event(
+        s,
+        Event(
+            author="agent",
+            content={
+                "role": "model",
+                "parts": [{"function_call": {"name": "lookup", "args": {"car": "blue hatchback"}}}],
+            },
+        ),
+    )
+    await service.append_event(s, Event(author="agent"))  # no content at all
+    await service.append_event(s, turn("   ", author="agent"))  # whitespace only
+    report = await memory.add_session_to_memory(s)
+    assert (report.sessions, report.events) == (1, 1)
+    found = await search(memory, "blue hatchback")
+    assert texts(found) == ["I drive a blue hatchback"]
+
+
+async def test_ingesting_twice_or_ten_times_yields_one_copy(
+    service: SqlSessionService, memory: SqlMemoryService
+) -> None:
+    """000: "An append-only implementation turns every checkpoint into another copy"."""
+    s = await session_with(service, "u1", "deliver to the Pune office reception")
+    for _ in range(10):
+        await memory.add_session_to_memory(s)
+    found = await search(memory, "Pune office")
+    assert texts(found) == ["deliver to the Pune office reception"]
+    first_id = found.memories[0].id
+    await memory.add_session_to_memory(s)
+    assert [m.id for m in (await search(memory, "Pune office")).memories] == [first_id]
+
+
+async def test_a_changed_session_updates_its_rows(
+    service: SqlSessionService, memory: SqlMemoryService
+) -> None:
+    session = Session(
+        id="s1",
+        app_name=APP,
+        user_id="u1",
+        events=[
+            turn("alpha apples", event_id="e1"),
+            turn("beta bananas", event_id="e2"),
+            turn("gamma grapes", event_id="e3"),
+        ],
+    )
+    await memory.add_session_to_memory(session)
+    session.events = [
+        turn("alpha apricots", event_id="e1"),  # changed
+        turn("gamma grapes", event_id="e3"),  # unchanged
+        turn("delta dates", event_id="e4"),  # new; e2 is gone
+    ]
+    report = await memory.add_session_to_memory(session)
+    assert (report.events, report.deleted) == (3, 1)
+    assert texts(await search(memory, "bananas")) == []
+    assert texts(await search(memory, "apples")) == []
+    assert texts(await search(memory, "apricots alpha")) == ["alpha apricots"]
+    assert texts(await search(memory, "dates")) == ["delta dates"]
+    assert len((await search(memory, "alpha gamma delta")).memories) == 3
+
+
+async def test_add_events_to_memory_is_incremental_and_idempotent(
+    memory: SqlMemoryService,
+) -> None:
+    first = turn("I love hiking in the Alps", event_id="e1")
+    second = turn("My sister lives in Lisbon", event_id="e2")
+    stored = await memory.add_events_to_memory(
+        app_name=APP,
+        user_id="u1",
+        events=[first],
+        session_id="s1",
+        custom_metadata={"source": "latest-turn"},
+    )
+    assert stored == 1
+    await memory.add_events_to_memory(
+        app_name=APP, user_id="u1", events=[first, second], session_id="s1"
+    )
+    await memory.add_events_to_memory(app_name=APP, user_id="u1", events=[first], session_id="s1")
+    found = await search(memory, "hiking Alps sister Lisbon")
+    assert sorted(texts(found)) == ["I love hiking in the Alps", "My sister lives in Lisbon"]
+    # Without a session id, re-adding the same event still does not copy it.
+    for _ in range(3):
+        await memory.add_events_to_memory(app_name=APP, user_id="u2", events=[first])
+    assert texts(await search(memory, "hiking", user="u2")) == ["I love hiking in the Alps"]
+
+
+async def test_add_memory_stores_facts_searched_like_events(
+    service: SqlSessionService, memory: SqlMemoryService
+) -> None:
+    before = time.time()
+    ids = await memory.add_memory(
+        app_name=APP,
+        user_id="u1",
+        memories=[
+            MemoryEntry(
+                content={"role": "user", "parts": [{"text": "User switched to pescatarian"}]},
+                author="extractor",
+                timestamp="2026-09-28T10:00:00Z",
+                custom_metadata={"kind": "diet"},
+            ),
+            MemoryEntry(content={"parts": [{"text": "User's office is in Pune"}]}),
+        ],
+    )
+    after = time.time()
+    assert len(ids) == 2
+    s = await session_with(service, "u1", "I used to be vegetarian")
+    await memory.add_session_to_memory(s)
+    found = await search(memory, "pescatarian diet")
+    fact = found.memories[0]
+    assert texts(found)[0] == "User switched to pescatarian"
+    assert fact.id == ids[0] and fact.author == "extractor"
+    assert fact.timestamp == "2026-09-28T10:00:00+00:00"
+    assert fact.custom_metadata["kind"] == "diet"
+    assert fact.custom_metadata["session_id"] is None and fact.custom_metadata["event_id"] is None
+    office = (await search(memory, "office Pune")).memories[0]
+    written = datetime.fromisoformat(office.timestamp or "").timestamp()
+    assert before - 1e-3 <= written <= after + 1e-3  # a fact without a time gets now
+    # Re-adding a fact with its id replaces it.
+    await memory.add_memory(
+        app_name=APP,
+        user_id="u1",
+        memories=[
+            MemoryEntry(
+                id=ids[0], content={"parts": [{"text": "User switched back to vegetarian"}]}
+            )
+        ],
+    )
+    assert "User switched to pescatarian" not in texts(await search(memory, "switched"))
+
+
+async def test_search_results_have_the_documented_shape(
+    service: SqlSessionService, memory: SqlMemoryService
+) -> None:
+    s = await session_with(
+        service,
+        "u1",
+        "the red bicycle is in the garage",
+        "my red scarf",
+        "a red red red car",
+        ts=1795958888.0,
+    )
+    await memory.add_session_to_memory(s)
+    found = await search(memory, "red bicycle garage")
+    scores = [m.custom_metadata["score"] for m in found.memories]
+    assert scores == sorted(scores, reverse=True) and len(scores) == 3
+    best = found.memories[0]
+    assert texts(found)[0] == "the red bicycle is in the garage"
+    assert best.author == "user"
+    assert best.timestamp == datetime.fromtimestamp(1795958888.0, UTC).isoformat()
+    assert best.custom_metadata["session_id"] == s.id
+    assert best.custom_metadata["event_id"] == s.events[0].id
+    assert isinstance(best.id, str) and best.id
+    assert len((await search(memory, "red", limit=2)).memories) == 2
+
+
+async def test_ties_go_to_the_more_recent_memory(memory: SqlMemoryService) -> None:
+    old = Session(
+        id="old", app_name=APP, user_id="u1", events=[turn("lunch at the canteen", ts=1000.0)]
+    )
+    new = Session(
+        id="new", app_name=APP, user_id="u1", events=[turn("lunch at the canteen", ts=2000.0)]
+    )
+    await memory.add_session_to_memory(old)
+    await memory.add_session_to_memory(new)
+    found = await search(memory, "canteen lunch")
+    assert [m.custom_metadata["session_id"] for m in found.memories] == ["new", "old"]
+
+
+HOSTILE_QUERIES = [
+    '"unbalanced quote',
+    "it's",
+    "a & b | c ! d ( e ) : f * g <-> h",
+    "NEAR(a b)",
+    "a AND OR NOT",
+    "'; DROP TABLE sqlstore_memories; --",
+    "\\",
+    "\\\\'\\\"",
+    "😀🥗",
+    "你好世界",
+    "ユーザー",
+    "x" * 100_000,
+    "",
+    "   ",
+    "the of and what is",
+    "\x00",
+    "a\x00b",
+    "\ud800 lone surrogate",
+    "search_scope : x",
+    "text:badminton",
+    "{search_scope text}: x",
+    "^badminton",
+    "badminton*",
+    "-badminton",
+    "+badminton",
+    "col:(a OR b)",
+    "$$",
+    "%s %(x)s ?",
+    ":name",
+    "\n\t\r",
+]
+
+
+@pytest.mark.parametrize("query", HOSTILE_QUERIES, ids=range(len(HOSTILE_QUERIES)))
+async def test_no_query_raises(
+    service: SqlSessionService, memory: SqlMemoryService, query: str
+) -> None:
+    s = await session_with(service, "u1", "My favorite sport is badminton.", "你好世界 friends")
+    await memory.add_session_to_memory(s)
+    found = await search(memory, query)
+    assert len(found.memories) <= 2
+
+
+async def test_empty_and_stop_word_queries_return_nothing(
+    service: SqlSessionService, memory: SqlMemoryService
+) -> None:
+    s = await session_with(service, "u1", "what is the thing that I do")
+    await memory.add_session_to_memory(s)
+    for query in ["", "   ", "what is the", "I do"]:
+        assert (await search(memory, query)).memories == []
+
+
+async def test_sql_injection_text_is_stored_and_found_verbatim(
+    service: SqlSessionService, memory: SqlMemoryService
+) -> None:
+    line = "Robert'); DROP TABLE sqlstore_memories;-- said hello"
+    s = await session_with(service, "u1", line)
+    await memory.add_session_to_memory(s)
+    assert texts(await search(memory, "Robert DROP TABLE")) == [line]
+
+
+async def test_text_with_nul_is_returned_exactly(
+    service: SqlSessionService, memory: SqlMemoryService
+) -> None:
+    line = "before\x00after the zero byte 🥗"
+    s = await session_with(service, "u1", line)
+    await memory.add_session_to_memory(s)
+    assert texts(await search(memory, "before after zero byte")) == [line]
+
+
+async def test_crowded_index_still_returns_the_users_best_rows(
+    service: SqlSessionService, memory: SqlMemoryService, db_url: str
+) -> None:
+    """000: "apply the app and user filter inside the query to the index, not after
+    retrieving the top results, or a crowded index will quietly return other users' rows"."""
+    decoy = "favorite sport badminton badminton sport favorite"
+    for user in range(100):  # 100,000 rows of 100 other users, all matching better
+        await memory.add_memory(
+            app_name=APP,
+            user_id=f"other-{user}",
+            memories=[
+                MemoryEntry(content={"parts": [{"text": f"{decoy} {n}"}]}) for n in range(1000)
+            ],
+        )
+    s = await session_with(
+        service,
+        "u1",
+        "I like playing sport on weekends",
+        "badminton racket restrung",
+        "nothing relevant here",
+    )
+    await memory.add_session_to_memory(s)
+    found = await search(memory, "What is my favorite sport? badminton?")
+    assert sorted(texts(found)) == ["I like playing sport on weekends", "badminton racket restrung"]
+    assert {m.custom_metadata["session_id"] for m in found.memories} == {s.id}
+
+
+@pytest.mark.postgres
+async def test_postgres_search_uses_the_gin_index(postgres_url: str) -> None:
+    """On a table big enough that the planner prefers it, the tsvector match goes through
+    the GIN index, combined with the (app_name, user_id) filter in the same scan."""
+    from adk_sqlstore.dialect import _POSTGRES_SEARCH
+
+    rng = random.Random(7)
+    words = [f"w{n:04d}x" for n in range(3000)]
+    async with SqlMemoryService.from_url(postgres_url) as memory:
+        for user in ("heavy", "neighbour"):
+            for _ in range(15):
+                await memory.add_memory(
+                    app_name=APP,
+                    user_id=user,
+                    memories=[
+                        MemoryEntry(content={"parts": [{"text": " ".join(rng.sample(words, 8))}]})
+                        for _ in range(1000)
+                    ],
+                )
+        async with memory.engine.connect() as conn:
+            await conn.execute(text("ANALYZE sqlstore_memories"))
+            await conn.commit()
+            plan = "\n".join(
+                row[0]
+                for row in (
+                    await conn.execute(
+                        text("EXPLAIN " + _POSTGRES_SEARCH.text),
+                        {
+                            "app_name": APP,
+                            "user_id": "heavy",
+                            "query": "which w0042x?",
+                            "limit": 10,
+                        },
+                    )
+                ).all()
+            )
+        found = await memory.search_memory(app_name=APP, user_id="heavy", query="which w0042x?")
+    assert "Bitmap Index Scan on ix_sqlstore_memories_search_vector" in plan, plan
+    assert "(user_id = 'heavy'::text)" in plan, plan
+    assert found.memories and all("w0042x" in texts(found)[n] for n in range(len(texts(found))))
+
+
+# -- what must never be remembered ----------------------------------------------------
+
+
+async def _all_memory_text(memory: SqlMemoryService) -> str:
+    async with memory.engine.connect() as conn:
+        rows = (await conn.execute(text("SELECT * FROM sqlstore_memories"))).all()
+    return "\n".join(str(value) for row in rows for value in row)
+
+
+async def test_card_numbers_are_masked_before_storage(
+    service: SqlSessionService, memory: SqlMemoryService
+) -> None:
+    """000: "filter it at ingestion rather than at retrieval"."""
+    cards = [
+        "4111 1111 1111 1111",
+        "5500-0000-0000-0004",
+        "340000000000009",
+        "6011000990139424",
+        "4000 0566 5566 5556",
+    ]
+    kept = [
+        "4111 1111 1111 1112",  # fails the Luhn check
+        "123456789012",  # 12 digits: too short
+        "phone 020 7946 0958",
+    ]
+    s = await session_with(
+        service, "u1", *(f"pay with {c} please" for c in cards), *(f"not a card: {k}" for k in kept)
+    )
+    await memory.add_session_to_memory(s)
+    stored = await _all_memory_text(memory)
+    for card in cards:
+        assert card not in stored and card.replace(" ", "").replace("-", "") not in stored
+    for value in kept:
+        assert value in stored
+    found = await search(memory, "pay with")
+    assert "pay with [card ending 1111] please" in texts(found)
+    assert "pay with [card ending 0004] please" in texts(found)
+    # The masked card is not findable by its digits; only the Luhn-invalid run is.
+    assert texts(await search(memory, "4111")) == ["not a card: 4111 1111 1111 1112"]
+
+
+async def test_applications_add_their_own_rules(service: SqlSessionService) -> None:
+    memory = SqlMemoryService(
+        service.engine,
+        redactors=[
+            r"\bMRN-\d+\b",  # a pattern
+            lambda text: text.replace("hunter2", "[password]"),  # a callable
+        ],
+    )
+    s = await session_with(
+        service, "u1", "patient MRN-12345 password hunter2 card 4111111111111111"
+    )
+    await memory.add_session_to_memory(s)
+    stored = await _all_memory_text(memory)
+    assert "MRN-12345" not in stored and "hunter2" not in stored
+    assert "4111111111111111" not in stored
+    assert texts(await search(memory, "patient")) == [
+        "patient [redacted] password [password] card [card ending 1111]"
+    ]
+
+
+# -- forgetting -----------------------------------------------------------------------
+
+
+async def test_forget_user_deletes_everything_of_that_user_only(
+    service: SqlSessionService, memory: SqlMemoryService
+) -> None:
+    """000: "Deletion has to reach every copy: the user: map, every stored session, the
+    memory index and any extracted facts"."""
+    for app, user in [(APP, "gone"), (APP, "stays"), ("other-app", "gone")]:
+        s = await service.create_session(
+            app_name=app, user_id=user, state={"user:diet": "vegan", "app:menu": 1, "k": 1}
+        )
+        await service.append_event(s, turn(f"secret lunch order of {user} in {app}"))
+        await service.append_event(s, turn("second turn"))
+        await memory.add_session_to_memory(s)
+        await memory.add_memory(
+            app_name=app,
+            user_id=user,
+            memories=[MemoryEntry(content={"parts": [{"text": f"secret fact about {user}"}]})],
+        )
+    counts = await memory.forget_user(app_name=APP, user_id="gone")
+    assert counts["sessions"] == 1 and counts["events"] == 2
+    assert counts["memories"] == 3 and counts["user_state_keys"] == 1
+    assert counts["session_state_keys"] == 1
+    assert (await service.list_sessions(app_name=APP, user_id="gone")).sessions == []
+    assert await service.get_user_state(app_name=APP, user_id="gone") == {}
+    assert (await memory.search_memory(app_name=APP, user_id="gone", query="secret")).memories == []
+    # Nobody else lost anything; app state is not the user's.
+    assert (
+        len((await memory.search_memory(app_name=APP, user_id="stays", query="secret")).memories)
+        == 2
+    )
+    assert (
+        len(
+            (
+                await memory.search_memory(app_name="other-app", user_id="gone", query="secret")
+            ).memories
+        )
+        == 2
+    )
+    assert await service.get_user_state(app_name=APP, user_id="stays") == {"diet": "vegan"}
+    assert await service.get_app_state(app_name=APP) == {"menu": 1}
+    assert len((await service.list_sessions(app_name="other-app", user_id="gone")).sessions) == 1
+    async with service.engine.connect() as conn:
+        leftovers = (
+            await conn.execute(
+                text(
+                    "SELECT count(*) FROM sqlstore_memories"
+                    " WHERE user_id = 'gone' AND app_name = 'app'"
+                )
+            )
+        ).scalar()
+    assert leftovers == 0
+
+
+async def test_delete_memories_by_session_ids_or_all(
+    service: SqlSessionService, memory: SqlMemoryService
+) -> None:
+    a = await session_with(service, "u1", "apple one", "apple two")
+    b = await session_with(service, "u1", "apple three")
+    await memory.add_session_to_memory(a)
+    await memory.add_session_to_memory(b)
+    other = await session_with(service, "u2", "apple other")
+    await memory.add_session_to_memory(other)
+    assert await memory.delete_memories(app_name=APP, user_id="u1", session_id=a.id) == 2
+    found = await search(memory, "apple")
+    assert texts(found) == ["apple three"]
+    assert (
+        await memory.delete_memories(
+            app_name=APP, user_id="u1", memory_ids=[found.memories[0].id or ""]
+        )
+        == 1
+    )
+    await memory.add_session_to_memory(a)
+    assert await memory.delete_memories(app_name=APP, user_id="u1") == 2
+    assert (await search(memory, "apple")).memories == []
+    assert texts(await search(memory, "apple", user="u2")) == ["apple other"]
+
+
+# -- ingestion triggers -----------------------------------------------------------------
+
+
+async def test_idle_sessions_are_ingested_once(
+    service: SqlSessionService, memory: SqlMemoryService
+) -> None:
+    """000: "A scheduled job ingests sessions whose last update is older than ... thirty
+    minutes"."""
+    long_ago = time.time() - 3600
+    idle = await session_with(service, "u1", "idle session about kayaks", ts=long_ago)
+    await session_with(service, "u1", "active session about kites", ts=time.time())
+    await service.create_session(app_name=APP, user_id="u1")  # empty: nothing to ingest
+    report = await memory.ingest_idle_sessions(timedelta(minutes=30))
+    assert (report.sessions, report.events) == (1, 1)
+    assert texts(await search(memory, "kayaks kites")) == ["idle session about kayaks"]
+    again = await memory.ingest_idle_sessions(timedelta(minutes=30))
+    assert (again.sessions, again.events) == (0, 0)
+    # A new append makes the session's revision new; once idle it is ingested again.
+    await service.append_event(idle, turn("kayaks need paddles", ts=long_ago + 10))
+    assert await memory.count_idle_sessions(idle_for=timedelta(minutes=30)) == 1
+    third = await memory.ingest_idle_sessions(timedelta(minutes=30))
+    assert (third.sessions, third.events) == (1, 2)
+    assert len((await search(memory, "kayaks")).memories) == 2
+
+
+async def test_idle_ingestion_streams_in_batches_and_filters_by_app(
+    service: SqlSessionService, memory: SqlMemoryService
+) -> None:
+    long_ago = time.time() - 7200
+    for n in range(7):
+        await session_with(service, f"user{n}", f"note number {n} about tea", ts=long_ago)
+    other = await service.create_session(app_name="other-app", user_id="user0")
+    await service.append_event(other, turn("other app tea", ts=long_ago))
+    keys = [key async for key in memory.idle_sessions(app_name=APP, batch_size=2)]
+    assert len(keys) == 7 and len(set(keys)) == 7 and keys == sorted(keys)
+    report = await memory.ingest_idle_sessions(timedelta(minutes=30), app_name=APP)
+    assert report.sessions == 7
+    assert await memory.count_idle_sessions(idle_for=timedelta(minutes=30)) == 1
+
+
+async def test_close_session_reloads_and_is_safe_to_retry(
+    service: SqlSessionService, memory: SqlMemoryService
+) -> None:
+    s = await session_with(service, "u1", "first thing about llamas")
+    stale_copy = s.model_copy(deep=True)
+    await service.append_event(s, turn("second thing about llamas"))
+    await memory.add_session_to_memory(stale_copy)  # an old object: one event
+    for _ in range(3):
+        report = await memory.close_session(app_name=APP, user_id="u1", session_id=s.id)
+        assert report.events == 2
+    assert len((await search(memory, "llamas")).memories) == 2
+    missing = await memory.close_session(app_name=APP, user_id="u1", session_id="nope")
+    assert missing.sessions == 0
+
+
+async def test_checkpoint_ingests_every_n_events(db_url: str) -> None:
+    async with SqlMemoryService.from_url(db_url) as memory:
+        checkpoint = MemoryCheckpoint(memory, every=3)
+        async with SqlSessionService(memory.engine, memory_checkpoint=checkpoint) as service:
+            s = await service.create_session(app_name=APP, user_id="u1")
+            counts = []
+            for n in range(7):
+                await service.append_event(s, turn(f"checkpoint walrus {n}"))
+                counts.append(len((await search(memory, "walrus")).memories))
+    assert counts == [0, 0, 3, 3, 3, 6, 6]
+
+
+def test_checkpoint_needs_a_positive_interval() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        MemoryCheckpoint(object(), every=0)  # type: ignore[arg-type]
