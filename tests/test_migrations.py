@@ -218,3 +218,33 @@ def test_the_wheel_ships_the_migrations_and_can_migrate(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"migrated from empty to {HEAD_REVISION}" in done.stdout
+
+
+@pytest.mark.sqlite
+def test_sqlite_without_fts5_fails_clearly_at_migration_time(tmp_path: Path) -> None:
+    """No silent fallback: an SQLite that cannot create FTS5 tables stops the migration
+    with a message that says why."""
+    import sqlite3
+
+    from alembic import command
+    from sqlalchemy import create_engine as create_sync_engine
+
+    from adk_sqlstore.errors import MigrationError
+    from adk_sqlstore.migration import _alembic_config
+
+    def no_fts5(action: int, arg1: str | None, *_: object) -> int:
+        if action == sqlite3.SQLITE_CREATE_VTABLE and arg1 and "fts5" in arg1.lower():
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
+
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(tmp_path / "no-fts5.db")
+        conn.set_authorizer(no_fts5)
+        return conn
+
+    engine = create_sync_engine("sqlite://", creator=connect)
+    try:
+        with engine.begin() as conn, pytest.raises(MigrationError, match="without FTS5"):
+            command.upgrade(_alembic_config(conn), "head")
+    finally:
+        engine.dispose()

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from adk_sqlstore.errors import MigrationError
+
 revision: str = "0002"
 down_revision: str | Sequence[str] | None = "0001"
 branch_labels: str | Sequence[str] | None = None
@@ -87,8 +89,8 @@ def _require_fts5() -> None:
     bind = op.get_bind()
     try:
         bind.exec_driver_sql("CREATE VIRTUAL TABLE temp.sqlstore_fts5_probe USING fts5(x)")
-    except sa.exc.OperationalError as exc:
-        raise RuntimeError(
+    except sa.exc.DBAPIError as exc:  # "no such module: fts5"
+        raise MigrationError(
             f"this SQLite ({sqlite3.sqlite_version}) was built without FTS5, which"
             " adk-sqlstore's memory search needs; there is no fallback. Use a Python whose"
             " sqlite3 module has FTS5 (python.org's and most distributions' builds do), or"

@@ -81,6 +81,10 @@ class SchemaNotMigratedError(AdkSqlStoreError):
         self.head_revision = head_revision
 
 
+class MigrationError(AdkSqlStoreError, RuntimeError):
+    """A migration cannot run on this database (e.g. SQLite without FTS5)."""
+
+
 class DatabaseUnavailableError(AdkSqlStoreError):
     """The database could not be reached or failed while running a statement.
 

@@ -41,7 +41,7 @@ from .dialect import search_memories
 from .engine import create_engine, resolve_url
 from .models import Content, MemoryEntry, Part, SearchMemoryResponse
 from .redaction import Redactor, build_filter
-from .sessions import SqlSessionService
+from .sessions import AUTO_MIGRATE_MARK, SqlSessionService
 from .text import indexed_text, search_scope, text_of, valid_unicode
 from .validation import check_identifier, check_json_value
 
@@ -113,7 +113,7 @@ class SqlMemoryService:
         *,
         redactors: Iterable[Redactor] | None = None,
         mask_card_numbers: bool = True,
-        auto_migrate: bool = False,
+        auto_migrate: bool | None = None,
     ) -> None:
         self._sessions = SqlSessionService(engine, auto_migrate=auto_migrate)
         self._filter: Callable[[str], str] = build_filter(redactors, mask_cards=mask_card_numbers)
@@ -133,11 +133,10 @@ class SqlMemoryService:
         :meth:`SqlSessionService.from_url`."""
         target = resolve_url(url)
         engine = create_engine(target.url, **engine_kwargs)
+        auto = target.embedded if auto_migrate is None else auto_migrate
+        setattr(engine.sync_engine, AUTO_MIGRATE_MARK, auto)
         service = cls(
-            engine,
-            redactors=redactors,
-            mask_card_numbers=mask_card_numbers,
-            auto_migrate=target.embedded if auto_migrate is None else auto_migrate,
+            engine, redactors=redactors, mask_card_numbers=mask_card_numbers, auto_migrate=auto
         )
         service._owns_engine = True
         return service

@@ -48,6 +48,9 @@ from .validation import check_identifier, check_state_delta, dump_json_value
 
 __all__ = ["SqlSessionService"]
 
+# Set on engines made by from_url: whether services on that engine migrate it themselves.
+AUTO_MIGRATE_MARK = "_adk_sqlstore_auto_migrate"
+
 logger = logging.getLogger(__name__)
 
 _EVENT_LIST = TypeAdapter(list[Event])
@@ -79,6 +82,8 @@ class SqlSessionService:
             (WAL, busy timeout, foreign keys, ``BEGIN IMMEDIATE`` for writes) are
             installed on it.
         auto_migrate: upgrade the schema to the newest revision on first use.
+            ``None`` (the default): only if the engine was made by a ``from_url``
+            that chose to (the embedded SQLite default); your own engines: no.
         memory_checkpoint: ingest sessions into memory every N appended events
             (:class:`~adk_sqlstore.MemoryCheckpoint`).
     """
@@ -91,13 +96,15 @@ class SqlSessionService:
         self,
         engine: AsyncEngine,
         *,
-        auto_migrate: bool = False,
+        auto_migrate: bool | None = None,
         memory_checkpoint: MemoryCheckpoint | None = None,
     ) -> None:
         configure_engine(engine)
         self._checkpoint = memory_checkpoint
         self._engine = engine
         self._owns_engine = False
+        if auto_migrate is None:  # as decided by the from_url that made the engine
+            auto_migrate = bool(getattr(engine.sync_engine, AUTO_MIGRATE_MARK, False))
         self._auto_migrate = auto_migrate
         self._ready = False
         self._ready_lock = asyncio.Lock()
