@@ -11,10 +11,11 @@ import asyncio
 import logging.config
 
 from alembic import context
-from sqlalchemy import pool
+from sqlalchemy import pool, text
 from sqlalchemy.engine import Connection
 
 from adk_sqlstore.engine import WRITE_OPTION, create_engine, resolve_url
+from adk_sqlstore.migration import MIGRATION_LOCK
 from adk_sqlstore.schema import ALEMBIC_VERSION_TABLE, metadata
 
 config = context.config
@@ -64,6 +65,10 @@ def run_migrations_online() -> None:
         try:
             async with engine.connect() as conn:
                 conn = await conn.execution_options(**{WRITE_OPTION: True})
+                if conn.dialect.name == "postgresql":  # one migration at a time
+                    await conn.execute(
+                        text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK}
+                    )
                 await conn.run_sync(_run)
                 await conn.commit()
         finally:

@@ -145,8 +145,9 @@ def test_import_adk_session_json_and_read_back_the_same(db_url: str, tmp_path: P
     out = tmp_path / "exported"
     cli("export", "--app", "lunch-app", "--out", str(out), "--url", db_url)
     for path in files:
-        exported = json.loads((out / path.name).read_text())
-        assert exported == json.loads(path.read_text())
+        (written,) = out.rglob(path.name)  # DIR/<user_id>/<session id>.session.json
+        assert written.parent.name == json.loads(path.read_text())["user_id"]
+        assert json.loads(written.read_text()) == json.loads(path.read_text())
 
 
 def test_camel_case_session_json_imports_the_same(db_url: str, tmp_path: Path) -> None:
@@ -186,7 +187,7 @@ def test_import_rejects_a_file_that_is_not_a_session(tmp_path: Path, db_url: str
     bad = tmp_path / "bad.session.json"
     bad.write_text('{"hello": "world"}')
     result = runner.invoke(app, ["import", str(bad), "--url", db_url])
-    assert result.exit_code == 1 and "not an ADK session JSON file" in result.output
+    assert result.exit_code == 1 and "is not ADK session JSON" in result.output
 
 
 def _run_demo(env: dict[str, str]) -> str:

@@ -34,3 +34,17 @@ def race_appends(
                 barrier.wait()
 
     asyncio.run(run())
+
+
+def create_with_auto_migrate(url: str, n: int, results: Any) -> None:
+    """Open a service that migrates a fresh database itself, then create a session."""
+
+    async def run() -> None:
+        async with SqlSessionService.from_url(url, auto_migrate=True) as service:
+            await service.create_session(app_name="race", user_id=f"u{n}")
+
+    try:
+        asyncio.run(run())
+        results.put(f"ok {n}")
+    except Exception as exc:  # reported to the test, which shows it
+        results.put(f"{type(exc).__name__}: {exc}")

@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-from alembic import op
+from alembic import context, op
 
 from adk_sqlstore.errors import MigrationError
 
@@ -101,7 +101,7 @@ def _require_fts5() -> None:
 
 def upgrade() -> None:
     dialect = op.get_bind().dialect.name
-    if dialect == "sqlite":
+    if dialect == "sqlite" and not context.is_offline_mode():
         _require_fts5()
     op.create_table(
         "sqlstore_memories",

@@ -9,24 +9,28 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import sys
 from collections.abc import Coroutine
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
+from urllib.parse import quote
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
-from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
+from rich.text import Text
+from sqlalchemy.exc import DBAPIError
 
 from . import migration
-from .engine import create_engine, resolve_url
+from .engine import create_engine, database_error, redact_url, resolve_url
 from .errors import AdkSqlStoreError
 from .memory import IngestReport, SqlMemoryService
 from .models import Event, Session
-from .session_json import dump_session, load_session, session_files
+from .session_json import dump_session, load_sessions, session_files
 from .sessions import SqlSessionService
 from .state import APP_PREFIX, USER_PREFIX
 
@@ -36,6 +40,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 sessions_app = typer.Typer(help="Inspect stored sessions.", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
@@ -45,15 +50,16 @@ app.add_typer(memory_app, name="memory")
 
 class _Consoles:
     """Rich consoles made on first use, so that they see the terminal (and COLUMNS) of
-    the running command."""
+    the running command. Markup is off: ids, text and queries are printed as they are
+    (a session id such as "[/red]" is just text); styles come from ``style=``."""
 
     @property
     def out(self) -> Console:
-        return Console(highlight=False)
+        return Console(highlight=False, markup=False)
 
     @property
     def err(self) -> Console:
-        return Console(stderr=True, highlight=False)
+        return Console(stderr=True, highlight=False, markup=False)
 
 
 _consoles = _Consoles()
@@ -62,23 +68,49 @@ UrlOption = Annotated[
     str | None,
     typer.Option(
         "--url",
+        metavar="URL",
         help="Database URL (postgresql://... or sqlite:///path). Default:"
         " $ADK_SQLSTORE_DATABASE_URL, else the embedded SQLite file.",
         show_default=False,
     ),
 ]
-AppOption = Annotated[str, typer.Option("--app", help="The app_name.")]
+AppOption = Annotated[str, typer.Option("--app", metavar="APP", help="The app_name.")]
 
 T = TypeVar("T")
 
 
+def _error(message: str) -> None:
+    _consoles.err.print(Text("error: ", style="red") + Text(message))
+
+
 def _run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine, turning library errors into one red line and exit code 1."""
+    """Run a coroutine, turning errors into one red line and exit code 1."""
     try:
         return asyncio.run(coro)
     except (AdkSqlStoreError, ValueError, OSError) as exc:
-        _consoles.err.print(f"[red]error:[/] {escape(str(exc))}")
+        _error(str(exc))
         raise typer.Exit(1) from None
+
+
+def _database(url: str | None, *, must_exist: bool = True) -> str | None:
+    """``url`` unchanged, after checking that an SQLite file it names exists (a read
+    command would otherwise create an empty file); the embedded default is exempt."""
+    target = resolve_url(url)
+    path = target.url.database
+    if (
+        must_exist
+        and not target.embedded
+        and target.url.get_backend_name() == "sqlite"
+        and path
+        and path != ":memory:"
+        and not Path(path).exists()
+    ):
+        _error(
+            f"no database file at {path}; create it with: adk-sqlstore migrate --url"
+            f" {redact_url(target.url)}"
+        )
+        raise typer.Exit(1)
+    return url
 
 
 @app.command()
@@ -92,6 +124,8 @@ def migrate(url: UrlOption = None) -> None:
             before = await migration.current_revision(engine)
             await migration.upgrade(engine)
             after = await migration.current_revision(engine)
+        except (DBAPIError, OSError) as exc:
+            raise database_error(target.url, exc) from exc
         finally:
             await engine.dispose()
         if before == after:
@@ -103,19 +137,24 @@ def migrate(url: UrlOption = None) -> None:
 
 
 def _when(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    try:
+        return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):  # outside the years 1-9999
+        return f"{ts!r} s"
 
 
 @sessions_app.command("list")
 def sessions_list(
     app_name: AppOption,
-    user: Annotated[str | None, typer.Option("--user", help="Only this user_id.")] = None,
+    user: Annotated[
+        str | None, typer.Option("--user", metavar="USER", help="Only this user_id.")
+    ] = None,
     url: UrlOption = None,
 ) -> None:
     """List sessions, oldest update first."""
 
     async def run() -> None:
-        async with SqlSessionService.from_url(url) as service:
+        async with SqlSessionService.from_url(_database(url)) as service:
             listing = await service.list_sessions(app_name=app_name, user_id=user)
         table = Table(title=f"sessions of {app_name}" + (f" / {user}" if user else ""))
         table.add_column("session id", no_wrap=True)
@@ -150,29 +189,34 @@ def _describe(event: Event) -> str:
     return "\n".join(pieces)
 
 
+def _scope(key: str) -> str:
+    if key.startswith(APP_PREFIX):
+        return "app"
+    return "user" if key.startswith(USER_PREFIX) else "session"
+
+
 @sessions_app.command("show")
 def sessions_show(
-    session_id: Annotated[str, typer.Argument(help="The session id.")],
+    session_id: Annotated[str, typer.Argument(metavar="SESSION_ID", help="The session id.")],
     app_name: AppOption,
-    user: Annotated[str, typer.Option("--user", help="The user_id.")],
+    user: Annotated[str, typer.Option("--user", metavar="USER", help="The user_id.")],
     url: UrlOption = None,
 ) -> None:
     """Show a session: its events as a timeline and its state by scope."""
 
     async def run() -> None:
-        async with SqlSessionService.from_url(url) as service:
+        async with SqlSessionService.from_url(_database(url)) as service:
             session = await service.get_session(
                 app_name=app_name, user_id=user, session_id=session_id
             )
         if session is None:
-            _consoles.err.print(
-                f"[red]error:[/] no session {session_id!r} for app {app_name!r} and user {user!r}"
-            )
+            _error(f"no session {session_id!r} for app {app_name!r} and user {user!r}")
             raise typer.Exit(1)
-        _consoles.out.print(
-            f"[bold]session {escape(session.id)}[/] of {escape(app_name)} /"
-            f" {escape(user)}: {len(session.events)} events, revision"
-            f" {session.revision}, last update {_when(session.last_update_time)}"
+        out = _consoles.out
+        out.print(
+            f"session {session.id} of {app_name} / {user}: {len(session.events)} events,"
+            f" revision {session.revision}, last update {_when(session.last_update_time)}",
+            style="bold",
         )
         timeline = Table(title="events")
         for column in ("#", "time (UTC)", "author", "content", "state_delta"):
@@ -184,32 +228,54 @@ def sessions_show(
             )
             timeline.add_row(
                 str(n),
-                _when(event.timestamp)[:-4],
+                _when(event.timestamp).removesuffix(" UTC"),
                 event.author,
-                escape(_describe(event)),
-                escape(delta),
+                _describe(event),
+                delta,
             )
-        _consoles.out.print(timeline)
+        out.print(timeline)
         scopes = Table(title="state by scope")
         for column in ("scope", "key", "value"):
             scopes.add_column(column)
         for key, value in session.state.items():
-            scope = (
-                "app"
-                if key.startswith(APP_PREFIX)
-                else "user"
-                if key.startswith(USER_PREFIX)
-                else "session"
-            )
-            scopes.add_row(scope, escape(key), escape(json.dumps(value, ensure_ascii=False)))
-        _consoles.out.print(scopes)
+            scopes.add_row(_scope(key), key, json.dumps(value, ensure_ascii=False))
+        out.print(scopes)
 
     _run(run())
 
 
+def _read_sessions(paths: list[Path]) -> list[tuple[str, Session]]:
+    """(source name, session) from files, folders (``*.session.json`` inside, at any
+    depth) or ``-`` (standard input); JSON lines hold one session per line.
+
+    Raises:
+        ValueError: naming the file that is not ADK session JSON.
+    """
+    found: list[tuple[str, Session]] = []
+    for path in paths:
+        if str(path) == "-":
+            sources = [("<stdin>", sys.stdin.buffer.read())]
+        else:
+            sources = [(str(f), f.read_bytes()) for f in session_files([path])]
+        for name, data in sources:
+            try:
+                found.extend((name, s) for s in load_sessions(data))
+            except (ValidationError, ValueError) as exc:  # JSONDecodeError, UnicodeDecodeError
+                first = str(exc).splitlines()[0]
+                raise ValueError(f"{name} is not ADK session JSON: {first}") from None
+    return found
+
+
 @app.command("import")
 def import_(
-    paths: Annotated[list[Path], typer.Argument(help="Session JSON files, or folders of them.")],
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="PATH...",
+            help="Session JSON files, folders of them, or - for standard input (JSON lines"
+            " welcome).",
+        ),
+    ],
     replace: Annotated[bool, typer.Option(help="Replace sessions that already exist.")] = False,
     url: UrlOption = None,
 ) -> None:
@@ -217,53 +283,60 @@ def import_(
     camelCase keys). A session that already exists is kept unless --replace."""
 
     async def run() -> None:
-        files = session_files(paths)
-        parsed: list[tuple[Path, Session]] = []
-        for path in files:
-            try:
-                parsed.append((path, load_session(path.read_bytes())))
-            except (ValidationError, json.JSONDecodeError) as exc:
-                raise ValueError(f"{path} is not an ADK session JSON file: {exc}") from None
+        parsed = _read_sessions(paths)
         imported = skipped = 0
         async with SqlSessionService.from_url(url) as service:
-            for path, session in parsed:
+            for name, session in parsed:
+                where = f"session {session.id} of {session.app_name} / {session.user_id}"
                 if await service.import_session(session, replace=replace):
                     imported += 1
                     _consoles.out.print(
-                        f"imported {path.name}: session {session.id} of"
-                        f" {session.app_name} / {session.user_id},"
-                        f" {len(session.events)} events"
+                        f"imported {where} from {name}, {len(session.events)} events"
                     )
                 else:
                     skipped += 1
                     _consoles.out.print(
-                        f"skipped {path.name}: session {session.id} already exists (use --replace)"
+                        f"skipped {where} from {name}: it already exists (use --replace)"
                     )
         _consoles.out.print(f"{imported} imported, {skipped} skipped")
 
     _run(run())
 
 
+def _file_name(identifier: str) -> str:
+    """An identifier as one safe path component: percent-encoded, never "." or "..",
+    never hidden."""
+    name = quote(identifier, safe="")
+    return "%2E" + name[1:] if name.startswith(".") else name
+
+
 @app.command("export")
 def export(
     app_name: AppOption,
-    user: Annotated[str | None, typer.Option("--user", help="Only this user_id.")] = None,
-    session_id: Annotated[str | None, typer.Option("--session", help="Only this session.")] = None,
+    user: Annotated[
+        str | None, typer.Option("--user", metavar="USER", help="Only this user_id.")
+    ] = None,
+    session_id: Annotated[
+        str | None, typer.Option("--session", metavar="SESSION_ID", help="Only this session.")
+    ] = None,
     out: Annotated[
         Path,
         typer.Option(
-            "--out", help="Folder for <id>.session.json files; '-' writes JSON lines to stdout."
+            "--out",
+            metavar="DIR",
+            help="Folder to write to; '-' writes JSON lines to standard output.",
         ),
     ] = Path("."),
     url: UrlOption = None,
 ) -> None:
-    """Export sessions as ADK session JSON, one <session id>.session.json per session."""
+    """Export sessions as ADK session JSON: DIR/<session id>.session.json with --user,
+    else DIR/<user_id>/<session id>.session.json (ids percent-encoded)."""
     if session_id is not None and user is None:
-        _consoles.err.print("[red]error:[/] --session needs --user")
+        _error("--session needs --user")
         raise typer.Exit(2)
 
     async def run() -> None:
-        async with SqlSessionService.from_url(url) as service:
+        async with SqlSessionService.from_url(_database(url)) as service:
             listing = await service.list_sessions(app_name=app_name, user_id=user)
             count = 0
             for summary in listing.sessions:
@@ -278,8 +351,10 @@ def export(
                 if str(out) == "-":
                     sys.stdout.write(json.dumps(json.loads(text), ensure_ascii=False) + "\n")
                 else:
-                    out.mkdir(parents=True, exist_ok=True)
-                    (out / f"{session.id}.session.json").write_text(text, encoding="utf-8")
+                    folder = out if user is not None else out / _file_name(session.user_id)
+                    folder.mkdir(parents=True, exist_ok=True)
+                    path = folder / f"{_file_name(session.id)}.session.json"
+                    path.write_text(text, encoding="utf-8")
                 count += 1
         if str(out) != "-":
             _consoles.out.print(f"exported {count} session(s) to {out}")
@@ -289,16 +364,20 @@ def export(
 
 @memory_app.command("search")
 def memory_search(
-    query: Annotated[str, typer.Argument(help="A natural-language query.")],
+    query: Annotated[str, typer.Argument(metavar="QUERY", help="A natural-language query.")],
     app_name: AppOption,
-    user: Annotated[str, typer.Option("--user", help="The user_id whose memories to search.")],
-    limit: Annotated[int, typer.Option(help="Most results to show.")] = 10,
+    user: Annotated[
+        str, typer.Option("--user", metavar="USER", help="The user_id whose memories to search.")
+    ],
+    limit: Annotated[
+        int, typer.Option(metavar="N", min=1, max=1000, help="Most results to show.")
+    ] = 10,
     url: UrlOption = None,
 ) -> None:
     """Search one user's memories; prints score, time, author and text, best first."""
 
     async def run() -> None:
-        async with SqlMemoryService.from_url(url) as memory:
+        async with SqlMemoryService.from_url(_database(url)) as memory:
             found = await memory.search_memory(
                 app_name=app_name, user_id=user, query=query, limit=limit
             )
@@ -315,8 +394,8 @@ def memory_search(
                 f"{entry.custom_metadata['score']:.3g}",
                 when,
                 entry.author or "",
-                escape(text),
-                escape(entry.custom_metadata.get("session_id") or "fact"),
+                text,
+                entry.custom_metadata.get("session_id") or "fact",
             )
         _consoles.out.print(table)
         _consoles.out.print(f"{len(found.memories)} result(s)")
@@ -327,23 +406,31 @@ def memory_search(
 @memory_app.command("ingest-idle")
 def memory_ingest_idle(
     idle_minutes: Annotated[
-        float, typer.Option(help="Ingest sessions not updated for this many minutes.")
+        float,
+        typer.Option(
+            metavar="MINUTES",
+            min=0,
+            max=100_000_000,
+            help="Ingest sessions not updated for this many minutes.",
+        ),
     ] = 30,
-    app_name: Annotated[str | None, typer.Option("--app", help="Only this app.")] = None,
+    app_name: Annotated[
+        str | None, typer.Option("--app", metavar="APP", help="Only this app.")
+    ] = None,
     url: UrlOption = None,
 ) -> None:
     """Ingest idle sessions into memory (the idle-timeout trigger; suits cron).
 
     Only sessions whose current revision is not in memory yet are read, so running it
-    again does nothing new until sessions change.
+    again does nothing new until sessions change. Exits with 1 if any session could not
+    be ingested (the others are).
     """
-    from datetime import timedelta
+    if not math.isfinite(idle_minutes):
+        raise typer.BadParameter("must be a number of minutes", param_hint="--idle-minutes")
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    async def run() -> None:
+    async def run() -> IngestReport:
         idle_for = timedelta(minutes=idle_minutes)
-        async with SqlMemoryService.from_url(url) as memory:
+        async with SqlMemoryService.from_url(_database(url)) as memory:
             pending = await memory.count_idle_sessions(idle_for=idle_for, app_name=app_name)
             with Progress(
                 TextColumn("ingesting"),
@@ -356,28 +443,34 @@ def memory_ingest_idle(
 
                 def advance(report: IngestReport) -> None:
                     done = progress.tasks[0].fields["events"] + report.events
-                    progress.update(task, advance=report.sessions, events=done)
+                    progress.update(task, advance=report.sessions + report.failed, events=done)
 
-                total = await memory.ingest_idle_sessions(
+                return await memory.ingest_idle_sessions(
                     idle_for, app_name=app_name, on_session=advance
                 )
-        _consoles.out.print(
-            f"ingested {total.sessions} session(s), {total.events} event(s)"
-            f" with text (idle for {idle_minutes:g} min or more)"
-        )
 
-    _run(run())
+    total = _run(run())
+    _consoles.out.print(
+        f"ingested {total.sessions} session(s), {total.events} event(s)"
+        f" with text (idle for {idle_minutes:g} min or more)"
+    )
+    if total.failed:
+        for line in total.errors:
+            _error(f"not ingested: {line}")
+        _error(f"{total.failed} session(s) could not be ingested")
+        raise typer.Exit(1)
 
 
 @app.command("forget-user")
 def forget_user(
     app_name: AppOption,
-    user: Annotated[str, typer.Option("--user", help="The user_id to forget.")],
+    user: Annotated[str, typer.Option("--user", metavar="USER", help="The user_id to forget.")],
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
     url: UrlOption = None,
 ) -> None:
     """Delete everything stored for one user of one app: sessions, events, user state
     and memories, in one transaction."""
+    url = _database(url)
     if not yes:
         typer.confirm(
             f"Delete every session, event, user state key and memory of user {user!r} in"
@@ -402,7 +495,7 @@ def demo(url: UrlOption = None) -> None:
     try:
         code = demo_main([url] if url else [])
     except (AdkSqlStoreError, ValueError, OSError) as exc:
-        _consoles.err.print(f"[red]error:[/] {escape(str(exc))}")
+        _error(str(exc))
         raise typer.Exit(1) from None
     raise typer.Exit(code)
 

@@ -13,14 +13,17 @@ from typing import Any
 from sqlalchemy import Table, or_, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect, Row
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.dml import Insert
 
 from .text import MAX_QUERY_CHARS, query_terms, search_scope, valid_unicode
 
-__all__ = ["BM25_B", "BM25_K1", "search_memories", "upsert"]
+__all__ = ["BM25_B", "BM25_K1", "is_unique_violation", "search_memories", "upsert"]
 
 BM25_K1 = 1.2
+MAX_SEARCH_RESULTS = 1000
+"""Most memories one search returns, whatever ``limit`` asks for."""
 BM25_B = 0.75
 
 
@@ -145,6 +148,7 @@ async def search_memories(
     """
     query = valid_unicode(query[:MAX_QUERY_CHARS]).replace("\x00", " ")
     terms = query_terms(query)
+    limit = min(limit, MAX_SEARCH_RESULTS)
     if not terms or limit <= 0:
         return []
     if conn.dialect.name == "postgresql":
@@ -161,3 +165,15 @@ async def search_memories(
     )
     params = {"app_name": app_name, "user_id": user_id, "limit": limit, "match": match}
     return (await conn.execute(_SQLITE_SEARCH, params)).all()
+
+
+def is_unique_violation(exc: IntegrityError) -> bool:
+    """Whether an ``IntegrityError`` is a duplicate key (and not, say, a NOT NULL or
+    foreign key violation): SQLSTATE 23505 on PostgreSQL, "UNIQUE constraint failed"
+    or "PRIMARY KEY" on SQLite."""
+    orig = exc.orig
+    sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if sqlstate is not None:
+        return bool(sqlstate == "23505")
+    message = str(orig)
+    return "UNIQUE constraint failed" in message or "PRIMARY KEY must be unique" in message

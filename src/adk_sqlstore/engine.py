@@ -9,6 +9,7 @@ aiosqlite. Passwords are replaced by ``***`` wherever a URL is shown.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,11 +19,14 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from .errors import DatabaseUnavailableError
+
 __all__ = [
     "DATABASE_URL_ENV",
     "DatabaseTarget",
     "configure_engine",
     "create_engine",
+    "database_error",
     "default_sqlite_path",
     "redact_url",
     "resolve_url",
@@ -63,12 +67,25 @@ class DatabaseTarget:
         return redact_url(self.url)
 
 
+_SECRET_QUERY = re.compile(
+    r"((?:^|[?&;])(?:password|passwd|pwd|sslpassword|secret|token|api_key)=)[^&;#]*", re.I
+)
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://[^:/?#@]*:)(.*)(@[^@]*)$", re.S)
+
+
 def redact_url(url: str | URL) -> str:
-    """Render ``url`` with its password hidden (``***``); never raises."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # an unparsable URL: show nothing of it
-        return "<unparsable database URL>"
+    """Render ``url`` with every password hidden (``***``): the one after ``user:``
+    and those in query parameters such as ``?password=``. Never raises."""
+    if isinstance(url, URL):
+        text = url.render_as_string(hide_password=True)
+    else:
+        try:
+            make_url(url)
+        except Exception:  # unparsable: nothing of it can be shown safely
+            return "<unparsable database URL>"
+        # Everything between "user:" and the last "@" is the password, whatever it holds.
+        text = _USERINFO.sub(r"\1***\3", url)
+    return _SECRET_QUERY.sub(r"\1***", text)
 
 
 def normalize_url(url: str | URL) -> URL:
@@ -81,6 +98,15 @@ def normalize_url(url: str | URL) -> URL:
     """
     if isinstance(url, str) and url.startswith("postgres://"):
         url = "postgresql://" + url[len("postgres://") :]
+    if (
+        isinstance(url, str)
+        and not url.startswith("sqlite")
+        and url.split("?", 1)[0].count("@") > 1
+    ):
+        raise ValueError(
+            f"database URL {redact_url(url)!r} has more than one '@': percent-encode '@' in"
+            " user names and passwords as %40"
+        )
     try:
         parsed = make_url(url)
     except ArgumentError:
@@ -119,7 +145,15 @@ def create_engine(
         sqlite_busy_timeout: seconds an SQLite writer waits for the lock.
         **kwargs: passed to :func:`sqlalchemy.ext.asyncio.create_async_engine`.
     """
-    engine = create_async_engine(normalize_url(url), **kwargs)
+    normalized = normalize_url(url)
+    try:
+        engine = create_async_engine(normalized, **kwargs)
+    except ModuleNotFoundError as exc:
+        extra = "postgres" if normalized.get_backend_name() == "postgresql" else "sqlite"
+        raise ValueError(
+            f"the {exc.name} driver for {redact_url(normalized)} is not installed: pip install"
+            f" 'adk-sqlstore[{extra}]'"
+        ) from exc
     configure_engine(engine, sqlite_busy_timeout=sqlite_busy_timeout)
     return engine
 
@@ -160,3 +194,13 @@ def configure_engine(
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     sync_engine._adk_sqlstore = True  # type: ignore[attr-defined]
+
+
+def database_error(url: str | URL, exc: BaseException) -> DatabaseUnavailableError:
+    """A :class:`DatabaseUnavailableError` describing a driver or network error on
+    ``url``, in one line, with passwords hidden."""
+    orig = getattr(exc, "orig", None) or exc
+    detail = (str(orig).splitlines() or [""])[0]
+    return DatabaseUnavailableError(
+        f"database error on {redact_url(url)}: {type(orig).__name__}: {detail}"
+    )

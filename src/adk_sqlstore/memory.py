@@ -28,22 +28,24 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Self
 
+from pydantic import ValidationError
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import queries
 from .dialect import search_memories
 from .engine import create_engine, resolve_url
+from .errors import AdkSqlStoreError, DatabaseUnavailableError
 from .models import Content, MemoryEntry, Part, SearchMemoryResponse
 from .redaction import Redactor, build_filter
 from .sessions import AUTO_MIGRATE_MARK, SqlSessionService
 from .text import indexed_text, search_scope, text_of, valid_unicode
-from .validation import check_identifier, check_json_value
+from .validation import check_identifier, check_json_value, check_text_field, check_timestamp
 
 __all__ = ["IngestReport", "MemoryCheckpoint", "SqlMemoryService"]
 
@@ -62,7 +64,10 @@ def memory_id(app_name: str, user_id: str, session_id: str | None, event_id: str
 
 
 def _iso(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, UTC).isoformat()
+    try:
+        return datetime.fromtimestamp(timestamp, UTC).isoformat()
+    except (OverflowError, OSError, ValueError):  # outside datetime's years 1-9999
+        return str(timestamp)
 
 
 def _epoch(value: str | None) -> float:
@@ -86,11 +91,15 @@ class IngestReport:
         sessions: sessions ingested.
         events: events stored or refreshed in memory (those carrying text).
         deleted: memories removed because their event left the session.
+        failed: sessions that could not be ingested (see ``errors``).
+        errors: one line per failed session: its address and the error.
     """
 
     sessions: int = 0
     events: int = 0
     deleted: int = 0
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
 
 
 class SqlMemoryService:
@@ -184,13 +193,23 @@ class SqlMemoryService:
         custom_metadata: Mapping[str, Any] | None,
         now: float,
     ) -> dict[str, Any] | None:
-        """A memory row from raw text, after the ingestion filter; None if no text."""
+        """A memory row from raw text, after the ingestion filter; None if no text.
+
+        Raises:
+            InvalidIdentifierError, InvalidEventError, InvalidStateError: an id, the
+                author, the timestamp or the metadata cannot be stored.
+        """
+        check_identifier("memory id", memory_id)
+        if event_id is not None:
+            check_identifier("event id", event_id)
+        if author is not None:
+            check_text_field("memory author", author)
+        check_timestamp("memory timestamp", timestamp)
+        metadata = dict(custom_metadata or {})
+        check_json_value("custom_metadata", metadata, "memory field")
         filtered = self._filter(valid_unicode(text))
         if not filtered.strip():
             return None
-        metadata = dict(custom_metadata or {})
-        for key, value in metadata.items():
-            check_json_value(key, value, "custom_metadata key")
         content = Content(role=role, parts=[Part(text=filtered)])
         return {
             "app_name": app_name,
@@ -250,9 +269,13 @@ class SqlMemoryService:
         checkpoints, yields exactly one copy. The session's revision is recorded, so
         :meth:`ingest_idle_sessions` skips it until it changes.
 
+        A session object loaded with ``GetSessionConfig`` limits holds fewer events
+        than it has revisions; it is reloaded whole first, so that the memories of its
+        older events are not dropped.
+
         Args:
-            session: a :class:`~adk_sqlstore.Session` (or ADK ``Session``) with all
-                the events to remember (load it without ``GetSessionConfig`` limits).
+            session: a :class:`~adk_sqlstore.Session` (or ADK ``Session``); one not
+                from this store is taken as holding the whole conversation.
 
         Returns:
             An :class:`IngestReport` for this one session.
@@ -260,6 +283,13 @@ class SqlMemoryService:
         app_name = check_identifier("app_name", session.app_name)
         user_id = check_identifier("user_id", session.user_id)
         session_id = check_identifier("session_id", session.id)
+        revision = self._revision_of(session)
+        if revision is not None and len(session.events) < revision:
+            whole = await self._sessions.get_session(
+                app_name=app_name, user_id=user_id, session_id=session_id
+            )
+            if whole is not None:
+                session, revision = whole, self._revision_of(whole)
         now = time.time()
         rows = self._event_rows(
             app_name=app_name,
@@ -284,15 +314,18 @@ class SqlMemoryService:
                 app_name=app_name,
                 user_id=user_id,
                 session_id=session_id,
-                revision=self._revision_of(session),
+                revision=revision,
                 event_count=len(rows),
                 now=now,
             )
         return IngestReport(sessions=1, events=len(rows), deleted=deleted)
 
     def _revision_of(self, session: Any) -> int | None:
-        revision = getattr(session, "revision", None)
-        return int(revision) if isinstance(revision, int) else None
+        """The stored revision a session object was loaded at (None if unknown)."""
+        try:
+            return self._sessions._token_of(session)[0]
+        except (AttributeError, TypeError, ValueError):
+            return None
 
     async def add_events_to_memory(
         self,
@@ -392,17 +425,22 @@ class SqlMemoryService:
         """Search one user's memories with a natural-language query.
 
         Stop words are ignored, words are stemmed (English), any term may match, and
-        memories are ranked by BM25 (term rarity among this user's memories, term
-        frequency, length); ties go to the more recent memory. No input raises: search
-        syntax, SQL, emoji, CJK and very long queries are all searched as plain words
-        (a query over 10,000 characters is cut); an empty or all-stop-word query returns
-        no memories. Only rows of ``(app_name, user_id)`` are ever read.
+        memories are ranked by BM25 (term frequency, length and term rarity: among
+        this user's memories on PostgreSQL, among all memories on SQLite, whose FTS5
+        keeps table-wide statistics); ties go to the more recent memory. Words are
+        matched whole: a run of CJK characters is one word, so part of it does not
+        match; SQLite ignores accents (``cafe`` finds ``café``), PostgreSQL does not.
+        No input raises: search syntax, SQL, emoji, CJK and very long queries are all
+        searched as plain words (a query over 10,000 characters is cut); an empty or
+        all-stop-word query returns no memories. Only rows of ``(app_name, user_id)``
+        are ever read.
 
         Returns:
-            At most ``limit`` memories, best first; each carries ``id``, ``content``,
-            ``author``, ``timestamp`` (ISO 8601, UTC) and ``custom_metadata`` with the
-            stored metadata plus ``session_id``, ``event_id`` and ``score`` (BM25,
-            higher is better; comparable within one search only).
+            At most ``limit`` memories (at most 1,000), best first; each carries
+            ``id``, ``content``, ``author``, ``timestamp`` (ISO 8601, UTC) and
+            ``custom_metadata`` with the stored metadata plus ``session_id``,
+            ``event_id`` and ``score`` (BM25, higher is better; comparable within one
+            search only).
         """
         check_identifier("app_name", app_name)
         check_identifier("user_id", user_id)
@@ -447,6 +485,10 @@ class SqlMemoryService:
         """
         check_identifier("app_name", app_name)
         check_identifier("user_id", user_id)
+        if session_id is not None:
+            check_identifier("session_id", session_id)
+        for memory_id in memory_ids or ():
+            check_identifier("memory id", memory_id)
         async with self._sessions._transaction(write=True) as conn:
             return await queries.delete_memories(
                 conn,
@@ -518,7 +560,10 @@ class SqlMemoryService:
         or a scheduler). Running it again does nothing new until sessions change.
 
         Sessions are streamed in batches, so memory use does not grow with their
-        number. Each session is ingested in its own transaction.
+        number. Each session is ingested in its own transaction; one that cannot be
+        (e.g. it holds data that no longer reads back) is counted in ``failed``, logged,
+        and skipped, so that it does not hold up the others. An unreachable database
+        still raises :class:`~adk_sqlstore.errors.DatabaseUnavailableError`.
 
         Args:
             idle_for: how long a session must have been idle.
@@ -530,7 +575,19 @@ class SqlMemoryService:
         """
         total = IngestReport()
         async for app, user, session_id in self.idle_sessions(idle_for=idle_for, app_name=app_name):
-            report = await self.close_session(app_name=app, user_id=user, session_id=session_id)
+            try:
+                report = await self.close_session(app_name=app, user_id=user, session_id=session_id)
+            except DatabaseUnavailableError:
+                raise
+            except (AdkSqlStoreError, ValidationError, ValueError) as exc:
+                logger.warning(
+                    "memory ingestion of session %r (%s/%s) failed: %s", session_id, app, user, exc
+                )
+                report = IngestReport(
+                    failed=1, errors=[f"{app}/{user}/{session_id}: {type(exc).__name__}: {exc}"]
+                )
+                total.failed += 1
+                total.errors.extend(report.errors)
             total.sessions += report.sessions
             total.events += report.events
             total.deleted += report.deleted

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .engine import WRITE_OPTION, redact_url
-from .errors import SchemaNotMigratedError
+from .errors import MigrationError, SchemaNotMigratedError
 from .schema import ALEMBIC_VERSION_TABLE
 
 __all__ = [
@@ -27,7 +27,10 @@ __all__ = [
     "upgrade",
 ]
 
-HEAD_REVISION = "0002"
+REVISIONS = ("0001", "0002", "0003")
+"""Every Alembic revision this version of the library knows, oldest first."""
+
+HEAD_REVISION = REVISIONS[-1]
 """The Alembic revision this version of the library reads and writes."""
 
 
@@ -69,35 +72,74 @@ async def current_revision(engine: AsyncEngine) -> str | None:
         return await conn.run_sync(_current)
 
 
-async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
-    """Upgrade the database to ``revision`` (default: the newest) in one transaction."""
-    from alembic import command
+# pg_advisory_xact_lock key ("adksql" in ASCII): one migration at a time per database.
+MIGRATION_LOCK = 0x61646B73716C
 
+
+def _run_alembic(sync: Connection, operation: str, revision: str) -> None:
+    from alembic import command
+    from alembic.util import CommandError
+
+    if sync.dialect.name == "postgresql":
+        # Processes that start together wait for the first one's migration, then find
+        # the database at head; without the lock they race on CREATE TABLE.
+        sync.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+    current = _current(sync)
+    if current is not None and current not in REVISIONS:
+        raise _newer_database(sync, current)
+    try:
+        getattr(command, operation)(_alembic_config(sync), revision)
+    except CommandError as exc:
+        raise MigrationError(f"cannot {operation} to {revision!r}: {exc}") from exc
+
+
+def _newer_database(sync: Connection, current: str) -> SchemaNotMigratedError:
+    return SchemaNotMigratedError(
+        f"the database {redact_url(sync.engine.url)} is at schema revision {current!r}, newer"
+        f" than this version of adk-sqlstore knows (it needs {HEAD_REVISION!r}): upgrade the"
+        " adk-sqlstore package",
+        current_revision=current,
+        head_revision=HEAD_REVISION,
+    )
+
+
+async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
+    """Upgrade the database to ``revision`` (default: the newest) in one transaction.
+
+    Concurrent upgrades of one PostgreSQL database wait for each other.
+
+    Raises:
+        SchemaNotMigratedError: the database is newer than this library.
+        MigrationError: the migration cannot run here (e.g. SQLite without FTS5).
+        sqlalchemy.exc.DBAPIError, OSError: the database cannot be reached.
+    """
     async with engine.connect() as conn:
         conn = await conn.execution_options(**{WRITE_OPTION: True})
-        await conn.run_sync(lambda sync: command.upgrade(_alembic_config(sync), revision))
+        await conn.run_sync(_run_alembic, "upgrade", revision)
         await conn.commit()
 
 
 async def downgrade(engine: AsyncEngine, revision: str) -> None:
     """Downgrade the database to ``revision`` (``"base"`` removes every table)."""
-    from alembic import command
-
     async with engine.connect() as conn:
         conn = await conn.execution_options(**{WRITE_OPTION: True})
-        await conn.run_sync(lambda sync: command.downgrade(_alembic_config(sync), revision))
+        await conn.run_sync(_run_alembic, "downgrade", revision)
         await conn.commit()
 
 
 async def check_schema(engine: AsyncEngine) -> None:
     """Raise :class:`SchemaNotMigratedError` unless the database is at :data:`HEAD_REVISION`.
 
-    The message names the command that fixes it, with the password hidden.
+    The message says what to do: run ``adk-sqlstore migrate`` (with this database's
+    URL), or upgrade adk-sqlstore when the database is newer than it.
     """
     current = await current_revision(engine)
     if current == HEAD_REVISION:
         return
     url = redact_url(engine.url)
+    if current is not None and current not in REVISIONS:
+        async with engine.connect() as conn:
+            raise await conn.run_sync(_newer_database, current)
     if current is None:
         what = "has no adk-sqlstore tables"
     else:
@@ -106,8 +148,8 @@ async def check_schema(engine: AsyncEngine) -> None:
             f" {HEAD_REVISION!r}"
         )
     raise SchemaNotMigratedError(
-        f"the database {url} {what}; run: adk-sqlstore migrate --url '{url}'"
-        " (or pass auto_migrate=True)",
+        f"the database {url} {what}: run `adk-sqlstore migrate --url URL` with this"
+        " database's URL (or pass auto_migrate=True)",
         current_revision=current,
         head_revision=HEAD_REVISION,
     )

@@ -15,7 +15,7 @@ import time
 import uuid
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 from pydantic.alias_generators import to_camel
 
 __all__ = [
@@ -159,6 +159,10 @@ class Session(BaseModel):
     events: list[Event] = Field(default_factory=list)
     last_update_time: float = 0.0
     revision: int = 0
+
+    # Which creation of this (app_name, user_id, id) the object was loaded from: a
+    # session deleted and created again under the same id is another incarnation.
+    _incarnation: str | None = PrivateAttr(default=None)
 
 
 class GetSessionConfig(BaseModel):

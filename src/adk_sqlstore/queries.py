@@ -68,6 +68,7 @@ class SessionRow:
     id: str
     revision: int
     update_time: float
+    incarnation: str
 
 
 @dataclass
@@ -100,6 +101,7 @@ async def insert_session(
     session_id: str,
     create_time: float,
     update_time: float,
+    incarnation: str,
     revision: int = 0,
 ) -> None:
     """Insert a session row; raises ``sqlalchemy.exc.IntegrityError`` if it exists."""
@@ -111,6 +113,7 @@ async def insert_session(
             revision=revision,
             create_time=create_time,
             update_time=update_time,
+            incarnation=incarnation,
         )
     )
 
@@ -122,22 +125,25 @@ async def bump_revision(
     user_id: str,
     session_id: str,
     expected_revision: int,
+    expected_incarnation: str | None,
     update_time: float,
 ) -> int | None:
-    """Add one to the session's revision if it still equals ``expected_revision``.
+    """Add one to the session's revision if it still equals ``expected_revision``
+    (and its incarnation ``expected_incarnation``, unless that is ``None``).
 
     Returns the new revision, or ``None`` when no row matched (stale or absent).
     On PostgreSQL the row stays locked until the transaction ends, so concurrent
     appenders queue here and then find the revision moved.
     """
+    stmt = update(sessions).where(
+        _session_key(app_name, user_id, session_id), sessions.c.revision == expected_revision
+    )
+    if expected_incarnation is not None:
+        stmt = stmt.where(sessions.c.incarnation == expected_incarnation)
     result = await conn.execute(
-        update(sessions)
-        .where(
-            _session_key(app_name, user_id, session_id),
-            sessions.c.revision == expected_revision,
+        stmt.values(revision=sessions.c.revision + 1, update_time=update_time).returning(
+            sessions.c.revision
         )
-        .values(revision=sessions.c.revision + 1, update_time=update_time)
-        .returning(sessions.c.revision)
     )
     revision: int | None = result.scalar_one_or_none()
     return revision
@@ -255,14 +261,14 @@ async def load_session(
 ) -> SessionRow | None:
     """The session row, or ``None``."""
     result = await conn.execute(
-        select(sessions.c.revision, sessions.c.update_time).where(
+        select(sessions.c.revision, sessions.c.update_time, sessions.c.incarnation).where(
             _session_key(app_name, user_id, session_id)
         )
     )
     row = result.first()
     if row is None:
         return None
-    return SessionRow(app_name, user_id, session_id, row.revision, row.update_time)
+    return SessionRow(app_name, user_id, session_id, row.revision, row.update_time, row.incarnation)
 
 
 async def load_states(
@@ -346,7 +352,11 @@ async def list_sessions(
 ) -> tuple[list[SessionRow], dict[tuple[str, str], dict[str, Any]]]:
     """Session rows ordered by (update_time, user_id, id), and their session state."""
     stmt = select(
-        sessions.c.user_id, sessions.c.id, sessions.c.revision, sessions.c.update_time
+        sessions.c.user_id,
+        sessions.c.id,
+        sessions.c.revision,
+        sessions.c.update_time,
+        sessions.c.incarnation,
     ).where(sessions.c.app_name == app_name)
     state_stmt = select(
         session_state.c.user_id,
@@ -359,8 +369,8 @@ async def list_sessions(
         state_stmt = state_stmt.where(session_state.c.user_id == user_id)
     stmt = stmt.order_by(sessions.c.update_time, sessions.c.user_id, sessions.c.id)
     rows = [
-        SessionRow(app_name, uid, sid, revision, update_time)
-        for uid, sid, revision, update_time in (await conn.execute(stmt)).all()
+        SessionRow(app_name, uid, sid, revision, update_time, incarnation)
+        for uid, sid, revision, update_time, incarnation in (await conn.execute(stmt)).all()
     ]
     states: dict[tuple[str, str], dict[str, Any]] = {}
     for uid, sid, key, value in (await conn.execute(state_stmt)).all():

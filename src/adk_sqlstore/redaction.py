@@ -5,10 +5,11 @@ remembered, such as payment details, health information or credentials, and filt
 at ingestion rather than at retrieval." The filtered text is what is stored and indexed;
 the raw value is nowhere in the memory table.
 
-By default payment card numbers are masked: runs of 13 to 19 digits, optionally
-separated by single spaces or dashes, that pass the Luhn check become
-``[card ending 1111]``. Applications add their own rules: a callable ``str -> str``, or
-a regular expression (string or compiled) whose matches become ``[redacted]``.
+By default payment card numbers are masked: runs of 13 to 19 digits, with up to two
+spaces (no-break and thin spaces included), tabs or dashes between digits, that pass
+the Luhn check become ``[card ending 1111]``. Applications add their own rules: a
+callable ``str -> str``, or a regular expression (string or compiled) whose matches
+become ``[redacted]``.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ __all__ = ["Redactor", "build_filter", "luhn_valid", "mask_card_numbers"]
 
 Redactor: TypeAlias = Callable[[str], str] | str | re.Pattern[str]
 
-# 13-19 digits, single spaces or dashes allowed between them, not inside a longer run.
-_CARD_CANDIDATE = re.compile(r"(?<![\d])\d(?:[ -]?\d){12,18}(?![\d])")
+# 13-19 digits, not inside a longer run, with up to two separators between digits: spaces
+# (including no-break and thin spaces), tabs or dashes.
+_SEPARATORS = "[ \t\u00a0\u2007\u202f-]"
+_CARD_CANDIDATE = re.compile(rf"(?<![\d])\d(?:{_SEPARATORS}{{0,2}}\d){{12,18}}(?![\d])")
 
 
 def luhn_valid(digits: str) -> bool:
@@ -39,11 +42,11 @@ def luhn_valid(digits: str) -> bool:
 
 
 def mask_card_numbers(text: str) -> str:
-    """Replace Luhn-valid 13-19 digit runs (spaces or dashes allowed) by
-    ``[card ending NNNN]``."""
+    """Replace Luhn-valid 13-19 digit runs (spaces, tabs or dashes allowed between
+    digits) by ``[card ending NNNN]``."""
 
     def mask(match: re.Match[str]) -> str:
-        digits = re.sub(r"[ -]", "", match.group(0))
+        digits = re.sub(_SEPARATORS, "", match.group(0))
         if 13 <= len(digits) <= 19 and luhn_valid(digits):
             return f"[card ending {digits[-4:]}]"
         return match.group(0)

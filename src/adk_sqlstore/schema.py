@@ -26,6 +26,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 
 __all__ = [
@@ -63,6 +64,8 @@ sessions = Table(
     # Optimistic-concurrency token: the number of events appended so far.
     Column("revision", BigInteger, nullable=False),
     Column("create_time", Double, nullable=False),
+    # Random per create: a deleted and re-created session is another incarnation.
+    Column("incarnation", Text, nullable=False, server_default=text("''")),
     Column("update_time", Double, nullable=False),
     PrimaryKeyConstraint("app_name", "user_id", "id"),
 )

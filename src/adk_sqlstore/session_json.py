@@ -15,7 +15,7 @@ from typing import Any
 
 from .models import Session
 
-__all__ = ["dump_session", "load_session", "session_files"]
+__all__ = ["dump_session", "load_session", "load_sessions", "session_files"]
 
 _CAMEL = re.compile(r"^[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+$")
 _UPPER = re.compile(r"([A-Z])")
@@ -75,6 +75,25 @@ def load_session(text: str | bytes) -> Session:
     return Session.model_validate_json(json.dumps(data, ensure_ascii=False))
 
 
+def load_sessions(data: str | bytes) -> list[Session]:
+    """Parse sessions from ADK session JSON: one session, a JSON array of sessions, or
+    JSON lines (one session per line, as ``adk-sqlstore export --out -`` writes).
+
+    Raises:
+        pydantic.ValidationError: a document is not a session.
+        ValueError: the data is not JSON (``json.JSONDecodeError``) or not UTF-8.
+    """
+    text = data.decode("utf-8") if isinstance(data, bytes) else data
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if not exc.msg.startswith("Extra data"):
+            raise
+        return [load_session(line) for line in text.splitlines() if line.strip()]
+    items = document if isinstance(document, list) else [document]
+    return [load_session(json.dumps(item, ensure_ascii=False)) for item in items]
+
+
 def dump_session(session: Session) -> str:
     """Serialise ``session`` as ADK session JSON: snake_case, 2-space indent, ``null``
     fields left out (as in the files ADK's CLI saves), without adk-sqlstore's
@@ -83,11 +102,12 @@ def dump_session(session: Session) -> str:
 
 
 def session_files(paths: list[Path]) -> list[Path]:
-    """Expand folders to the ``*.session.json``/``*.json`` files in them, sorted."""
+    """Expand folders to the ``*.session.json`` files in them and their subfolders (or,
+    if there are none, their ``*.json`` files), sorted."""
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            files = sorted(path.glob("*.session.json")) or sorted(path.glob("*.json"))
+            files = sorted(path.rglob("*.session.json")) or sorted(path.rglob("*.json"))
             found.extend(files)
         else:
             found.append(path)

@@ -23,33 +23,41 @@ from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from . import queries
-from .engine import WRITE_OPTION, configure_engine, create_engine, redact_url, resolve_url
+from .dialect import is_unique_violation
+from .engine import WRITE_OPTION, configure_engine, create_engine, database_error, resolve_url
 from .errors import (
     AlreadyExistsError,
-    DatabaseUnavailableError,
     InvalidEventError,
     SessionNotFoundError,
     StaleSessionError,
 )
 from .migration import check_schema, upgrade
 from .models import Event, GetSessionConfig, ListSessionsResponse, Session
+from .state import ScopedDelta, drop_temp, merge_state, split_delta
+from .validation import (
+    check_event_fields,
+    check_identifier,
+    check_state_delta,
+    dump_json_value,
+)
 
 if TYPE_CHECKING:
     from .memory import MemoryCheckpoint
-from .state import ScopedDelta, drop_temp, merge_state, split_delta
-from .validation import check_identifier, check_state_delta, dump_json_value
 
 __all__ = ["SqlSessionService"]
 
 # Set on engines made by from_url: whether services on that engine migrate it themselves.
 AUTO_MIGRATE_MARK = "_adk_sqlstore_auto_migrate"
+
+# A num_recent_events at least this large means "all events".
+_ALL_EVENTS = 2**31
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +84,10 @@ class SqlSessionService:
     :class:`~adk_sqlstore.errors.SchemaNotMigratedError` otherwise, unless
     ``auto_migrate`` is true, in which case it upgrades the database itself.
 
+    Identifiers (``app_name``, ``user_id``, session and event ids) are non-empty
+    strings of at most 255 UTF-8 bytes without NUL; every method refuses others with
+    :class:`~adk_sqlstore.errors.InvalidIdentifierError` before touching the database.
+
     Args:
         engine: an asyncio engine (asyncpg or aiosqlite). For SQLite, the
             connection settings of :func:`adk_sqlstore.engine.configure_engine`
@@ -100,9 +112,9 @@ class SqlSessionService:
         memory_checkpoint: MemoryCheckpoint | None = None,
     ) -> None:
         configure_engine(engine)
-        self._checkpoint = memory_checkpoint
         self._engine = engine
         self._owns_engine = False
+        self._checkpoint = memory_checkpoint
         if auto_migrate is None:  # as decided by the from_url that made the engine
             auto_migrate = bool(getattr(engine.sync_engine, AUTO_MIGRATE_MARK, False))
         self._auto_migrate = auto_migrate
@@ -137,18 +149,20 @@ class SqlSessionService:
                 mapped to asyncpg and aiosqlite.
             auto_migrate: upgrade the schema on first use. ``None`` (the default)
                 means: only for the embedded SQLite default; a server database is
-                never altered unless asked.
+                never altered unless asked. Other services built on this service's
+                engine make the same choice.
+            memory_checkpoint: see the class arguments.
             **engine_kwargs: passed to ``create_async_engine`` (e.g. ``pool_size``).
 
         Raises:
-            ValueError: the URL is invalid or names an unsupported database (the
-                message hides the password).
+            ValueError: the URL is invalid, names an unsupported database, or needs a
+                driver that is not installed (the message hides the password).
         """
         target = resolve_url(url)
         engine = create_engine(target.url, **engine_kwargs)
-        service = cls(
-            engine, auto_migrate=target.embedded if auto_migrate is None else auto_migrate
-        )
+        auto = target.embedded if auto_migrate is None else auto_migrate
+        setattr(engine.sync_engine, AUTO_MIGRATE_MARK, auto)
+        service = cls(engine, auto_migrate=auto, memory_checkpoint=memory_checkpoint)
         service._owns_engine = True
         return service
 
@@ -187,28 +201,27 @@ class SqlSessionService:
         async with self._ready_lock:
             if self._ready:
                 return
-            async with self._database_errors():
+            async with self._database_errors(integrity_errors=False):
                 if self._auto_migrate:
                     await upgrade(self._engine)
                 await check_schema(self._engine)
             self._ready = True
 
     @asynccontextmanager
-    async def _database_errors(self) -> AsyncIterator[None]:
+    async def _database_errors(self, *, integrity_errors: bool = True) -> AsyncIterator[None]:
         """Re-raise driver and network errors as :class:`DatabaseUnavailableError`.
 
-        ``IntegrityError`` passes through: callers turn it into a precise error.
+        With ``integrity_errors``, ``IntegrityError`` passes through: the caller turns
+        it into a precise error.
         """
         try:
             yield
-        except IntegrityError:
-            raise
+        except IntegrityError as exc:
+            if integrity_errors:
+                raise
+            raise database_error(self._engine.url, exc) from exc
         except (DBAPIError, OSError) as exc:
-            orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
-            detail = (str(orig).splitlines() or [""])[0]
-            raise DatabaseUnavailableError(
-                f"database error on {redact_url(self._engine.url)}: {type(orig).__name__}: {detail}"
-            ) from exc
+            raise database_error(self._engine.url, exc) from exc
 
     @asynccontextmanager
     async def _transaction(self, *, write: bool) -> AsyncIterator[AsyncConnection]:
@@ -259,7 +272,9 @@ class SqlSessionService:
         check_state_delta(drop_temp(state or {}))
         scoped = split_delta(state)
         app_json, user_json, session_json = _encode_scoped(scoped)
+        key = {"app_name": app_name, "user_id": user_id, "session_id": session_id}
         now = time.time()
+        incarnation = uuid.uuid4().hex
         try:
             async with self._transaction(write=True) as conn:
                 await queries.insert_session(
@@ -269,30 +284,22 @@ class SqlSessionService:
                     session_id=session_id,
                     create_time=now,
                     update_time=now,
+                    incarnation=incarnation,
                 )
                 await queries.write_state(
-                    conn,
-                    app_name=app_name,
-                    user_id=user_id,
-                    session_id=session_id,
-                    app=app_json,
-                    user=user_json,
-                    session=session_json,
-                    now=now,
+                    conn, **key, app=app_json, user=user_json, session=session_json, now=now
                 )
                 app = await queries.load_app_state(conn, app_name=app_name)
                 users = await queries.load_user_states(conn, app_name=app_name, user_id=user_id)
         except IntegrityError as exc:
+            if not is_unique_violation(exc):
+                raise database_error(self._engine.url, exc) from exc
             raise AlreadyExistsError(
                 f"session {session_id!r} already exists for app {app_name!r} and user {user_id!r}"
             ) from exc
-        return Session(
-            id=session_id,
-            app_name=app_name,
-            user_id=user_id,
-            state=merge_state(app, users.get(user_id, {}), scoped.session),
-            last_update_time=now,
-            revision=0,
+        row = queries.SessionRow(app_name, user_id, session_id, 0, now, incarnation)
+        return self._build_session(
+            row, merge_state(app, users.get(user_id, {}), scoped.session), []
         )
 
     async def get_session(
@@ -318,24 +325,20 @@ class SqlSessionService:
             (an id of another user or app is never returned). State is the whole
             fold whatever ``config`` limits.
         """
+        key = self._key(app_name, user_id, session_id)
+        num_recent = config.num_recent_events if config else None
+        if num_recent is not None and num_recent >= _ALL_EVENTS:
+            num_recent = None
         async with self._transaction(write=False) as conn:
-            row = await queries.load_session(
-                conn, app_name=app_name, user_id=user_id, session_id=session_id
-            )
+            row = await queries.load_session(conn, **key)
             if row is None:
                 return None
-            states = await queries.load_states(
-                conn, app_name=app_name, user_id=user_id, session_id=session_id
-            )
-            num_recent = config.num_recent_events if config else None
-            if num_recent == 0:
-                texts: list[str] = []
-            else:
+            states = await queries.load_states(conn, **key)
+            texts: list[str] = []
+            if num_recent != 0:
                 texts = await queries.load_events(
                     conn,
-                    app_name=app_name,
-                    user_id=user_id,
-                    session_id=session_id,
+                    **key,
                     num_recent_events=num_recent,
                     after_timestamp=config.after_timestamp if config else None,
                 )
@@ -343,15 +346,25 @@ class SqlSessionService:
             row, merge_state(states.app, states.user, states.session), self._decode_events(texts)
         )
 
+    @staticmethod
+    def _key(app_name: str, user_id: str, session_id: str) -> dict[str, str]:
+        return {
+            "app_name": check_identifier("app_name", app_name),
+            "user_id": check_identifier("user_id", user_id),
+            "session_id": check_identifier("session_id", session_id),
+        }
+
     def _decode_events(self, texts: list[str]) -> list[Any]:
         if not texts:
             return []
         return self._events_adapter.validate_json("[" + ",".join(texts) + "]")
 
+    # Hooks for a subclass whose session model differs (the ADK drop-in classes).
+
     def _build_session(
         self, row: queries.SessionRow, state: dict[str, Any], events: list[Any]
     ) -> Session:
-        return Session(
+        session = Session(
             id=row.id,
             app_name=row.app_name,
             user_id=row.user_id,
@@ -360,11 +373,15 @@ class SqlSessionService:
             last_update_time=row.update_time,
             revision=row.revision,
         )
+        session._incarnation = row.incarnation
+        return session
 
-    def _revision_of(self, session: Any) -> int:
-        return int(session.revision)
+    def _token_of(self, session: Any) -> tuple[int, str | None]:
+        """(revision, incarnation) the session object was loaded at; ``None`` for an
+        object not made by this store (only its revision is checked then)."""
+        return int(session.revision), getattr(session, "_incarnation", None)
 
-    def _set_revision(self, session: Any, revision: int) -> None:
+    def _set_token(self, session: Any, revision: int, incarnation: str | None) -> None:
         session.revision = revision
 
     async def list_sessions(
@@ -378,6 +395,9 @@ class SqlSessionService:
         Args:
             user_id: one user's sessions; ``None`` lists every user of the app.
         """
+        check_identifier("app_name", app_name)
+        if user_id is not None:
+            check_identifier("user_id", user_id)
         async with self._transaction(write=False) as conn:
             rows, session_states = await queries.list_sessions(
                 conn, app_name=app_name, user_id=user_id
@@ -402,12 +422,12 @@ class SqlSessionService:
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Delete a session with its events and session state (no-op if absent).
 
-        User and app state stay: they belong to the user and the app.
+        User and app state stay: they belong to the user and the app. Memories made
+        from the session stay too (use ``SqlMemoryService.delete_memories``).
         """
+        key = self._key(app_name, user_id, session_id)
         async with self._transaction(write=True) as conn:
-            await queries.delete_session(
-                conn, app_name=app_name, user_id=user_id, session_id=session_id
-            )
+            await queries.delete_session(conn, **key)
 
     async def forget_user(self, *, app_name: str, user_id: str) -> dict[str, int]:
         """Delete everything stored for one user of one app, in one transaction.
@@ -430,12 +450,15 @@ class SqlSessionService:
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         """The user's state: keys without the ``user:`` prefix (``{}`` when none)."""
+        check_identifier("app_name", app_name)
+        check_identifier("user_id", user_id)
         async with self._transaction(write=False) as conn:
             users = await queries.load_user_states(conn, app_name=app_name, user_id=user_id)
         return users.get(user_id, {})
 
     async def get_app_state(self, *, app_name: str) -> dict[str, Any]:
         """The app's state: keys without the ``app:`` prefix (``{}`` when none)."""
+        check_identifier("app_name", app_name)
         async with self._transaction(write=False) as conn:
             return await queries.load_app_state(conn, app_name=app_name)
 
@@ -455,6 +478,10 @@ class SqlSessionService:
           ``app:`` keys lose nothing;
         * ``session.last_update_time`` becomes ``event.timestamp``.
 
+        The event is checked before anything is written: it must read back equal to
+        itself, so values JSON cannot carry exactly (NaN, infinities, sets, tuples,
+        datetimes, objects, integers of thousands of digits, nesting deeper than the
+        JSON parser's limit) are refused rather than stored changed or unreadable.
         The session object (state, events, revision) changes only after the
         transaction committed.
 
@@ -467,11 +494,13 @@ class SqlSessionService:
 
         Raises:
             StaleSessionError: another writer appended since ``session`` was loaded
-                (its revision is behind storage); nothing was written. Reload and
-                retry.
+                (its revision is behind storage), or the session was deleted and
+                created again since; nothing was written. Reload and retry.
             SessionNotFoundError: the session was deleted (or never stored).
             InvalidEventError: the event's id already exists in the session
-                (rejected, never stored twice) or the event is not serialisable.
+                (rejected, never stored twice), or the event cannot be stored exactly
+                (see above), or its timestamp is not a time between the years 1 and
+                9999 in seconds.
             InvalidStateError: a non-``temp:`` delta value is not JSON.
         """
         if event.partial:
@@ -479,10 +508,6 @@ class SqlSessionService:
         delta: dict[str, Any] = dict(event.actions.state_delta or {})
         stored_delta = drop_temp(delta)
         check_state_delta(stored_delta)
-        check_identifier("event id", event.id)
-        for name in ("invocation_id", "author"):
-            if "\x00" in (getattr(event, name) or ""):
-                raise InvalidEventError(f"event {name} must not contain NUL (U+0000)")
         if len(stored_delta) != len(delta):
             actions = event.actions.model_copy(update={"state_delta": stored_delta})
             stored_event = event.model_copy(update={"actions": actions})
@@ -491,27 +516,19 @@ class SqlSessionService:
         data = self._encode_event(stored_event)
         scoped = split_delta(stored_delta)
         app_json, user_json, session_json = _encode_scoped(scoped)
-        expected = self._revision_of(session)
-        key = {"app_name": session.app_name, "user_id": session.user_id, "session_id": session.id}
+        expected, incarnation = self._token_of(session)
+        key = self._key(session.app_name, session.user_id, session.id)
         try:
             async with self._transaction(write=True) as conn:
                 revision = await queries.bump_revision(
-                    conn, **key, expected_revision=expected, update_time=event.timestamp
+                    conn,
+                    **key,
+                    expected_revision=expected,
+                    expected_incarnation=incarnation,
+                    update_time=float(event.timestamp),
                 )
                 if revision is None:
-                    stored = await queries.session_revision(conn, **key)
-                    if stored is None:
-                        raise SessionNotFoundError(
-                            f"session {session.id!r} of app {session.app_name!r} and user"
-                            f" {session.user_id!r} does not exist (deleted?)"
-                        )
-                    raise StaleSessionError(
-                        f"session {session.id!r} was modified in storage since it was loaded"
-                        f" (loaded revision {expected}, stored revision {stored}); reload it"
-                        " with get_session and retry",
-                        expected_revision=expected,
-                        stored_revision=stored,
-                    )
+                    raise await self._stale_or_missing(conn, key, expected, incarnation)
                 await queries.insert_event(
                     conn,
                     **key,
@@ -519,7 +536,7 @@ class SqlSessionService:
                     event_id=event.id,
                     invocation_id=event.invocation_id or "",
                     author=event.author or "",
-                    timestamp=event.timestamp,
+                    timestamp=float(event.timestamp),
                     data=data,
                 )
                 if scoped:
@@ -532,6 +549,8 @@ class SqlSessionService:
                         now=time.time(),
                     )
         except IntegrityError as exc:
+            if not is_unique_violation(exc):
+                raise database_error(self._engine.url, exc) from exc
             raise InvalidEventError(
                 f"event id {event.id!r} already exists in session {session.id!r};"
                 " an event is stored once"
@@ -543,10 +562,33 @@ class SqlSessionService:
             session.state[k] = v
         session.events.append(event)
         session.last_update_time = event.timestamp
-        self._set_revision(session, revision)
+        self._set_token(session, revision, incarnation)
         if self._checkpoint is not None:
             await self._checkpoint.after_append(session, revision)
         return event
+
+    async def _stale_or_missing(
+        self, conn: AsyncConnection, key: dict[str, str], expected: int, incarnation: str | None
+    ) -> Exception:
+        """The error for an append whose revision guard matched no row."""
+        row = await queries.load_session(conn, **key)
+        if row is None:
+            return SessionNotFoundError(
+                f"session {key['session_id']!r} of app {key['app_name']!r} and user"
+                f" {key['user_id']!r} does not exist (deleted?)"
+            )
+        if incarnation is not None and row.incarnation != incarnation:
+            why = "was deleted and created again since it was loaded"
+        else:
+            why = (
+                f"was modified in storage since it was loaded (loaded revision {expected},"
+                f" stored revision {row.revision})"
+            )
+        return StaleSessionError(
+            f"session {key['session_id']!r} {why}; reload it with get_session and retry",
+            expected_revision=expected,
+            stored_revision=row.revision,
+        )
 
     # -- bulk copy ----------------------------------------------------------------
 
@@ -572,15 +614,18 @@ class SqlSessionService:
             InvalidStateError, InvalidEventError, InvalidIdentifierError: the session
                 cannot be stored; nothing was written.
         """
-        check_identifier("app_name", session.app_name)
-        check_identifier("user_id", session.user_id)
-        check_identifier("session_id", session.id)
+        key = self._key(session.app_name, session.user_id, session.id)
         check_state_delta(drop_temp(session.state))
-        key = {"app_name": session.app_name, "user_id": session.user_id, "session_id": session.id}
         rows = []
+        seen: set[str] = set()
         for seq, event in enumerate(session.events, start=1):
-            check_identifier("event id", event.id)
             check_state_delta(drop_temp(event.actions.state_delta or {}))
+            if event.id in seen:
+                raise InvalidEventError(
+                    f"session {session.id!r} cannot be imported: two of its events have the"
+                    f" id {event.id!r}"
+                )
+            seen.add(event.id)
             rows.append(
                 {
                     **key,
@@ -588,7 +633,7 @@ class SqlSessionService:
                     "id": event.id,
                     "invocation_id": event.invocation_id or "",
                     "author": event.author or "",
-                    "timestamp": event.timestamp,
+                    "timestamp": float(event.timestamp),
                     "data": self._encode_event(event),
                 }
             )
@@ -598,34 +643,53 @@ class SqlSessionService:
         )
         create_time = min([update_time, *(e.timestamp for e in session.events[:1])])
         app_json, user_json, session_json = _encode_scoped(split_delta(session.state))
-        try:
-            async with self._transaction(write=True) as conn:
-                if await queries.session_revision(conn, **key) is not None:
-                    if not replace:
-                        return False
-                    await queries.delete_session(conn, **key)
-                await queries.insert_session(
-                    conn,
-                    **key,
-                    create_time=create_time,
-                    update_time=update_time,
-                    revision=len(rows),
-                )
-                await queries.insert_events(conn, rows)
-                await queries.write_state(
-                    conn, **key, app=app_json, user=user_json, session=session_json, now=now
-                )
-        except IntegrityError as exc:
-            raise InvalidEventError(
-                f"session {session.id!r} cannot be imported: two of its events share an id,"
-                " or it was created concurrently"
-            ) from exc
+        async with self._transaction(write=True) as conn:
+            if await queries.session_revision(conn, **key) is not None:
+                if not replace:
+                    return False
+                await queries.delete_session(conn, **key)
+            await queries.insert_session(
+                conn,
+                **key,
+                create_time=create_time,
+                update_time=update_time,
+                revision=len(rows),
+                incarnation=uuid.uuid4().hex,
+            )
+            await queries.insert_events(conn, rows)
+            await queries.write_state(
+                conn, **key, app=app_json, user=user_json, session=session_json, now=now
+            )
         return True
 
     def _encode_event(self, event: Any) -> str:
+        """The event as JSON, after checking that it reads back equal to itself.
+
+        Raises:
+            InvalidEventError, InvalidIdentifierError: naming the event and the problem.
+        """
+        check_event_fields(event)
         try:
-            return str(event.model_dump_json(exclude_defaults=True))
-        except PydanticSerializationError as exc:
+            data = str(event.model_dump_json(exclude_defaults=True))
+        except (PydanticSerializationError, ValueError) as exc:
+            raise InvalidEventError(f"event {event.id!r} cannot be written as JSON: {exc}") from exc
+        try:
+            (decoded,) = self._events_adapter.validate_json("[" + data + "]")
+        except ValidationError as exc:
+            problem = exc.errors()[0]
+            where = ".".join(str(p) for p in problem["loc"][1:]) or "the event"
             raise InvalidEventError(
-                f"event {event.id!r} cannot be serialised as JSON: {exc}"
+                f"event {event.id!r} cannot be stored: {where} would not read back"
+                f" ({problem['msg']})"
             ) from exc
+        # Field by field rather than ==, so that an instance of a subclass of the event
+        # model passes when it carries nothing more.
+        if decoded.__dict__ != event.__dict__ or decoded.__pydantic_extra__ != getattr(
+            event, "__pydantic_extra__", None
+        ):
+            raise InvalidEventError(
+                f"event {event.id!r} cannot be stored exactly: a value in it is not JSON (NaN"
+                " or infinite numbers, sets, tuples, bytes outside inline_data, datetimes or"
+                " other objects would come back changed); convert it first"
+            )
+        return data

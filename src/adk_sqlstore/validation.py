@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import InvalidIdentifierError, InvalidStateError
+from .errors import InvalidEventError, InvalidIdentifierError, InvalidStateError
 
 __all__ = [
     "MAX_IDENTIFIER_BYTES",
@@ -32,6 +32,15 @@ MAX_IDENTIFIER_BYTES = 255
 
 MAX_JSON_DEPTH = 100
 """Deepest nesting of lists and dicts accepted in a state value."""
+
+MAX_INT_DIGITS = 4000
+"""Most decimal digits of an integer in a state value (Python converts at most 4,300)."""
+_MAX_INT_BITS = int(MAX_INT_DIGITS * 3.3219280948873626) - 1
+
+MIN_TIMESTAMP = -62135596800.0
+"""0001-01-01T00:00:00Z in seconds since the epoch: the earliest event timestamp."""
+MAX_TIMESTAMP = 253402300799.0
+"""9999-12-31T23:59:59Z: the latest event timestamp (a millisecond epoch is far beyond)."""
 
 
 def check_identifier(kind: str, value: object) -> str:
@@ -94,7 +103,11 @@ def check_json_value(key: str, value: Any, kind: str = "state key") -> None:
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
-        if item is None or isinstance(item, bool | int):
+        if item is None or isinstance(item, bool):
+            continue
+        if isinstance(item, int):
+            if item.bit_length() > _MAX_INT_BITS:
+                raise _fail(key, f"an integer has more than {MAX_INT_DIGITS} digits", kind)
             continue
         if isinstance(item, float):
             if not math.isfinite(item):
@@ -129,6 +142,53 @@ def check_json_value(key: str, value: Any, kind: str = "state key") -> None:
             " model_dump())",
             kind,
         )
+
+
+def check_text_field(kind: str, value: object) -> str:
+    """Return ``value`` if it is a ``str`` storable as text: no NUL, no lone surrogate.
+
+    Raises:
+        InvalidEventError: naming ``kind``.
+    """
+    if not isinstance(value, str):
+        raise InvalidEventError(f"{kind} must be a str, not {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidEventError(f"{kind} must not contain NUL (U+0000)")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidEventError(f"{kind} contains a lone surrogate") from None
+    return value
+
+
+def check_timestamp(kind: str, value: object) -> float:
+    """Return ``value`` as a float if it is a finite time between the years 1 and 9999.
+
+    Raises:
+        InvalidEventError: naming ``kind`` (e.g. a millisecond epoch passed as seconds).
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidEventError(f"{kind} must be a number of seconds, not {type(value).__name__}")
+    stamp = float(value)
+    if not math.isfinite(stamp) or not MIN_TIMESTAMP <= stamp <= MAX_TIMESTAMP:
+        raise InvalidEventError(
+            f"{kind} {value!r} is not a time between the years 1 and 9999 in seconds since the"
+            " epoch (milliseconds passed as seconds?)"
+        )
+    return stamp
+
+
+def check_event_fields(event: Any) -> None:
+    """Check the fields an event is stored and looked up by: ``id`` (an identifier),
+    ``invocation_id`` and ``author`` (text) and ``timestamp``.
+
+    Raises:
+        InvalidIdentifierError, InvalidEventError: naming the field.
+    """
+    check_identifier("event id", event.id)
+    check_text_field("event invocation_id", event.invocation_id or "")
+    check_text_field("event author", event.author or "")
+    check_timestamp("event timestamp", event.timestamp)
 
 
 def check_state_delta(delta: Mapping[str, Any] | None) -> None:
