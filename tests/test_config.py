@@ -77,9 +77,11 @@ async def test_environment_url_is_used(monkeypatch: pytest.MonkeyPatch, db_url: 
 
 
 @pytest.mark.sqlite
-async def test_an_unmigrated_database_raises_naming_the_command(tmp_path: Path) -> None:
+async def test_an_sqlite_file_migrates_itself_unless_told_not_to(tmp_path: Path) -> None:
+    async with SqlSessionService.from_url(f"sqlite:///{tmp_path / 'own.db'}") as service:
+        await service.create_session(app_name="app", user_id="u1")
     url = f"sqlite:///{tmp_path / 'empty.db'}"
-    async with SqlSessionService.from_url(url) as service:
+    async with SqlSessionService.from_url(url, auto_migrate=False) as service:
         with pytest.raises(SchemaNotMigratedError, match="adk-sqlstore migrate --url") as info:
             await service.list_sessions(app_name="app")
     assert info.value.current_revision is None and info.value.head_revision == HEAD_REVISION

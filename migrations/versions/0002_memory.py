@@ -3,7 +3,7 @@
 PostgreSQL: a stored generated tsvector column (``english`` configuration) with a GIN
 index, and a trigger keeping ``sqlstore_memory_stats`` (document and lexeme counts per
 user, for BM25 ranking). SQLite: an external-content FTS5 table (Porter stemmer) and
-triggers keeping it and the document counts in sync.
+triggers keeping it and the per-user document and word counts in sync.
 
 Revision ID: 0002
 Revises: 0001
@@ -60,25 +60,30 @@ _SQLITE_TRIGGERS = [
       INSERT INTO sqlstore_memories_fts(rowid, search_scope, text)
       VALUES (new.pk, new.search_scope, new.text);
       INSERT INTO sqlstore_memory_stats(app_name, user_id, doc_count, lexeme_count)
-      VALUES (new.app_name, new.user_id, 1, 0)
-      ON CONFLICT(app_name, user_id) DO UPDATE SET doc_count = doc_count + 1;
+      VALUES (new.app_name, new.user_id, 1, new.token_count)
+      ON CONFLICT(app_name, user_id) DO UPDATE
+        SET doc_count = doc_count + 1, lexeme_count = lexeme_count + new.token_count;
     END
     """,
     """
     CREATE TRIGGER sqlstore_memories_fts_delete AFTER DELETE ON sqlstore_memories BEGIN
       INSERT INTO sqlstore_memories_fts(sqlstore_memories_fts, rowid, search_scope, text)
       VALUES ('delete', old.pk, old.search_scope, old.text);
-      UPDATE sqlstore_memory_stats SET doc_count = doc_count - 1
+      UPDATE sqlstore_memory_stats
+        SET doc_count = doc_count - 1, lexeme_count = lexeme_count - old.token_count
       WHERE app_name = old.app_name AND user_id = old.user_id;
     END
     """,
     """
-    CREATE TRIGGER sqlstore_memories_fts_update AFTER UPDATE OF search_scope, text
+    CREATE TRIGGER sqlstore_memories_fts_update AFTER UPDATE OF search_scope, text, token_count
     ON sqlstore_memories BEGIN
       INSERT INTO sqlstore_memories_fts(sqlstore_memories_fts, rowid, search_scope, text)
       VALUES ('delete', old.pk, old.search_scope, old.text);
       INSERT INTO sqlstore_memories_fts(rowid, search_scope, text)
       VALUES (new.pk, new.search_scope, new.text);
+      UPDATE sqlstore_memory_stats
+        SET lexeme_count = lexeme_count - old.token_count + new.token_count
+      WHERE app_name = new.app_name AND user_id = new.user_id;
     END
     """,
 ]
@@ -120,6 +125,7 @@ def upgrade() -> None:
         sa.Column("timestamp", sa.Double(), nullable=False),
         sa.Column("content", sa.Text(), nullable=False),
         sa.Column("text", sa.Text(), nullable=False),
+        sa.Column("token_count", sa.Integer(), nullable=False),
         sa.Column("custom_metadata", sa.Text(), nullable=False),
         sa.Column("search_scope", sa.Text(), nullable=False),
         sa.Column("update_time", sa.Double(), nullable=False),

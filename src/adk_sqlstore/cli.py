@@ -159,8 +159,9 @@ def sessions_list(
         table = Table(title=f"sessions of {app_name}" + (f" / {user}" if user else ""))
         table.add_column("session id", no_wrap=True)
         table.add_column("user_id", no_wrap=True)
-        for column in ("last update", "events", "state keys"):
-            table.add_column(column)
+        table.add_column("last update", no_wrap=True)
+        for column in ("events", "state keys"):
+            table.add_column(column, justify="right")
         for s in listing.sessions:
             table.add_row(
                 s.id, s.user_id, _when(s.last_update_time), str(s.revision), str(len(s.state))
@@ -485,6 +486,79 @@ def forget_user(
         _consoles.out.print(f"forgot {user} in {app_name}: deleted {shown}")
 
     _run(run())
+
+
+@app.command("import-adk")
+def import_adk(
+    source: Annotated[
+        str,
+        typer.Option(
+            "--source",
+            metavar="URL",
+            help="The database of ADK's DatabaseSessionService (e.g. sqlite:///sessions.db);"
+            " only read.",
+        ),
+    ],
+    target: Annotated[
+        str | None,
+        typer.Option(
+            "--target",
+            metavar="URL",
+            help="The adk-sqlstore database. Default: $ADK_SQLSTORE_DATABASE_URL, else the"
+            " embedded SQLite file.",
+            show_default=False,
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Read and count everything, write nothing.")
+    ] = False,
+    replace: Annotated[
+        bool, typer.Option("--replace", help="Overwrite sessions and state keys that exist.")
+    ] = False,
+) -> None:
+    """Copy sessions, events, user state and app state from ADK's DatabaseSessionService.
+
+    One transaction per session; sessions already imported are skipped, so running it
+    twice changes nothing. ADK's old pickled schema is refused. Needs the adk extra.
+    """
+    try:
+        from .adk import SqlSessionService as AdkSqlSessionService
+        from .adk_import import ImportReport, import_adk_database, open_source
+    except ImportError as exc:
+        _error(str(exc))
+        raise typer.Exit(1) from None
+
+    async def run() -> ImportReport:
+        engine = open_source(source)
+        try:
+            async with AdkSqlSessionService(_database(target, must_exist=False)) as store:
+                with Progress(
+                    TextColumn("dry run" if dry_run else "importing"),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TextColumn("sessions"),
+                    console=_consoles.out,
+                ) as progress:
+                    task = progress.add_task("import", total=None)
+                    return await import_adk_database(
+                        engine,
+                        store,
+                        replace=replace,
+                        dry_run=dry_run,
+                        on_session=lambda s, written: progress.advance(task),
+                    )
+        except (DBAPIError, OSError) as exc:
+            raise database_error(source, exc) from exc
+        finally:
+            await engine.dispose()
+
+    report = _run(run())
+    verb = "would copy" if dry_run else "copied"
+    _consoles.out.print(
+        f"{verb} {report.sessions} session(s) with {report.events} event(s),"
+        f" {report.user_state_keys} user state key(s), {report.app_state_keys} app state"
+        f" key(s); {report.skipped} session(s) already there, skipped"
+    )
 
 
 @app.command()

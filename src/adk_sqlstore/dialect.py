@@ -7,6 +7,7 @@ full-text search over memories.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -119,18 +120,86 @@ ORDER BY scored.score DESC, m.timestamp DESC, m.pk DESC
 LIMIT :limit
 """)
 
-# FTS5's own bm25() (same formula, statistics over the whole FTS table), restricted to
-# the user's rows by their scope token inside the MATCH expression. Column weights: the
-# scope token 0, the text 1. bm25() is lower for better matches.
-_SQLITE_SEARCH = text(f"""
-SELECT {_MEMORY_COLUMNS}, -bm25(sqlstore_memories_fts, 0.0, 1.0) AS score
-FROM sqlstore_memories_fts
-JOIN sqlstore_memories m ON m.pk = sqlstore_memories_fts.rowid
-WHERE sqlstore_memories_fts MATCH :match
-  AND m.app_name = :app_name AND m.user_id = :user_id
-ORDER BY bm25(sqlstore_memories_fts, 0.0, 1.0), m.timestamp DESC, m.pk DESC
-LIMIT :limit
-""")
+# SQLite: the same BM25 over FTS5's Porter-stemmed index, with per-user statistics.
+# FTS5's own bm25() counts terms over the whole table (every user), and gives words found
+# in more than half of the rows no weight at all, so a user's first memories would rank by
+# length alone. Instead each query word is matched on its own, restricted to the user's
+# rows by their scope token inside the MATCH expression: the counts give the word's
+# document frequency among this user's memories (the IDF is computed in Python, SQLite
+# having no guaranteed ln()), and a row's score is
+#   (sum of the IDF of the words it contains) * (k1 + 1) / (1 + k1 * (1 - b + b * dl / avgdl))
+# i.e. BM25 with term frequency taken as 1 (memories are short turns). N and avgdl come
+# from sqlstore_memory_stats, dl is the row's token_count.
+_SQLITE_MAX_TERMS = 64  # the rarest words of a query are kept; SQLite compounds <= 500
+
+
+def _sqlite_hits(count: int, select: str) -> str:
+    return " UNION ALL ".join(select.format(i=i) for i in range(count))
+
+
+async def _search_sqlite(
+    conn: AsyncConnection, app_name: str, user_id: str, terms: list[str], limit: int
+) -> Sequence[Row[Any]]:
+    stats = (
+        await conn.execute(
+            text(
+                "SELECT doc_count, lexeme_count FROM sqlstore_memory_stats"
+                " WHERE app_name = :app_name AND user_id = :user_id"
+            ),
+            {"app_name": app_name, "user_id": user_id},
+        )
+    ).first()
+    if stats is None or stats.doc_count <= 0:
+        return []
+    n = float(stats.doc_count)
+    avgdl = max(stats.lexeme_count / n, 1.0)
+    scope = _fts5_string(search_scope(app_name, user_id))
+    matches = [f"search_scope : {scope} AND text : {_fts5_string(t)}" for t in terms]
+    weights: list[tuple[float, str]] = []
+    for start in range(0, len(matches), 400):
+        chunk = matches[start : start + 400]
+        counts = await conn.execute(
+            text(
+                _sqlite_hits(
+                    len(chunk),
+                    "SELECT {i}, count(*) FROM sqlstore_memories_fts"
+                    " WHERE sqlstore_memories_fts MATCH :m{i}",
+                )
+            ),
+            {f"m{i}": m for i, m in enumerate(chunk)},
+        )
+        for i, df in counts.all():
+            if df:
+                weights.append((math.log(1 + (n - df + 0.5) / (df + 0.5)), chunk[i]))
+    if not weights:
+        return []
+    weights = sorted(weights, reverse=True)[:_SQLITE_MAX_TERMS]
+    hits = _sqlite_hits(
+        len(weights),
+        "SELECT rowid AS pk, :w{i} AS w FROM sqlstore_memories_fts"
+        " WHERE sqlstore_memories_fts MATCH :m{i}",
+    )
+    sql = f"""
+        WITH hits AS ({hits})
+        SELECT {_MEMORY_COLUMNS},
+               sum(hits.w) * ({BM25_K1} + 1)
+               / (1 + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * m.token_count / :avgdl)) AS score
+        FROM hits JOIN sqlstore_memories m ON m.pk = hits.pk
+        WHERE m.app_name = :app_name AND m.user_id = :user_id
+        GROUP BY m.pk
+        ORDER BY score DESC, m.timestamp DESC, m.pk DESC
+        LIMIT :limit
+    """
+    params: dict[str, Any] = {
+        "app_name": app_name,
+        "user_id": user_id,
+        "limit": limit,
+        "avgdl": avgdl,
+    }
+    for i, (weight, match) in enumerate(weights):
+        params[f"w{i}"] = weight
+        params[f"m{i}"] = match
+    return (await conn.execute(text(sql), params)).all()
 
 
 def _fts5_string(term: str) -> str:
@@ -159,12 +228,7 @@ async def search_memories(
             "query": query,
         }
         return (await conn.execute(_POSTGRES_SEARCH, params)).all()
-    match = (
-        f"search_scope : {_fts5_string(search_scope(app_name, user_id))} AND "
-        f"text : ({' OR '.join(_fts5_string(t) for t in terms)})"
-    )
-    params = {"app_name": app_name, "user_id": user_id, "limit": limit, "match": match}
-    return (await conn.execute(_SQLITE_SEARCH, params)).all()
+    return await _search_sqlite(conn, app_name, user_id, terms, limit)
 
 
 def is_unique_violation(exc: IntegrityError) -> bool:

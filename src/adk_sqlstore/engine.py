@@ -62,6 +62,13 @@ class DatabaseTarget:
     embedded: bool
 
     @property
+    def migrates_itself(self) -> bool:
+        """Whether services on this database upgrade its schema by themselves unless
+        told otherwise: yes for SQLite files (the embedded default included), no for
+        server databases, which are never altered unless asked."""
+        return self.embedded or self.url.get_backend_name() == "sqlite"
+
+    @property
     def display(self) -> str:
         """The URL with its password replaced by ``***``."""
         return redact_url(self.url)

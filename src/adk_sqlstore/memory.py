@@ -44,7 +44,7 @@ from .errors import AdkSqlStoreError, DatabaseUnavailableError
 from .models import Content, MemoryEntry, Part, SearchMemoryResponse
 from .redaction import Redactor, build_filter
 from .sessions import AUTO_MIGRATE_MARK, SqlSessionService
-from .text import indexed_text, search_scope, text_of, valid_unicode
+from .text import indexed_text, search_scope, text_of, token_count, valid_unicode
 from .validation import check_identifier, check_json_value, check_text_field, check_timestamp
 
 __all__ = ["IngestReport", "MemoryCheckpoint", "SqlMemoryService"]
@@ -114,6 +114,9 @@ class SqlMemoryService:
             ``str -> str`` or regular expressions whose matches become ``[redacted]``.
         mask_card_numbers: mask Luhn-valid payment card numbers (default True).
         auto_migrate: as for :class:`~adk_sqlstore.SqlSessionService`.
+        sessions: the session service used to reload sessions (by default one on
+            ``engine``); its session model is the one :meth:`add_session_to_memory`
+            understands.
     """
 
     def __init__(
@@ -123,8 +126,11 @@ class SqlMemoryService:
         redactors: Iterable[Redactor] | None = None,
         mask_card_numbers: bool = True,
         auto_migrate: bool | None = None,
+        sessions: SqlSessionService | None = None,
     ) -> None:
-        self._sessions = SqlSessionService(engine, auto_migrate=auto_migrate)
+        if sessions is not None and sessions.engine is not engine:
+            raise ValueError("sessions must run on the same engine as the memory service")
+        self._sessions = sessions or SqlSessionService(engine, auto_migrate=auto_migrate)
         self._filter: Callable[[str], str] = build_filter(redactors, mask_cards=mask_card_numbers)
         self._owns_engine = False
 
@@ -142,7 +148,7 @@ class SqlMemoryService:
         :meth:`SqlSessionService.from_url`."""
         target = resolve_url(url)
         engine = create_engine(target.url, **engine_kwargs)
-        auto = target.embedded if auto_migrate is None else auto_migrate
+        auto = target.migrates_itself if auto_migrate is None else auto_migrate
         setattr(engine.sync_engine, AUTO_MIGRATE_MARK, auto)
         service = cls(
             engine, redactors=redactors, mask_card_numbers=mask_card_numbers, auto_migrate=auto
@@ -211,6 +217,7 @@ class SqlMemoryService:
         if not filtered.strip():
             return None
         content = Content(role=role, parts=[Part(text=filtered)])
+        indexed = indexed_text(author, filtered)
         return {
             "app_name": app_name,
             "user_id": user_id,
@@ -220,7 +227,8 @@ class SqlMemoryService:
             "author": author,
             "timestamp": timestamp,
             "content": content.model_dump_json(exclude_none=True),
-            "text": indexed_text(author, filtered),
+            "text": indexed,
+            "token_count": token_count(indexed),
             "custom_metadata": json.dumps(metadata, ensure_ascii=False, allow_nan=False),
             "search_scope": search_scope(app_name, user_id),
             "update_time": now,

@@ -404,6 +404,7 @@ _MEMORY_UPDATABLE = (
     "timestamp",
     "content",
     "text",
+    "token_count",
     "custom_metadata",
     "search_scope",
     "update_time",

@@ -154,6 +154,8 @@ memories = Table(
     Column("content", Text, nullable=False),
     # The indexed form: author and text, NUL removed, length-capped.
     Column("text", Text, nullable=False),
+    # Distinct words of the indexed form, stop words left out: the BM25 length.
+    Column("token_count", Integer, nullable=False),
     Column("custom_metadata", Text, nullable=False),
     # (app_name, user_id) as one token for SQLite FTS5 (see text.search_scope).
     Column("search_scope", Text, nullable=False),
@@ -162,8 +164,9 @@ memories = Table(
     Index(None, "app_name", "user_id", "session_id"),
 )
 
-# Per user: how many memories, and (PostgreSQL) how many lexemes they hold in all;
-# BM25 ranking needs the count and the average length. Kept by triggers.
+# Per user: how many memories, and how long they are in all (PostgreSQL: tsvector
+# lexemes; SQLite: token_count); BM25 needs the count and the average length. Kept by
+# triggers.
 memory_stats = Table(
     "sqlstore_memory_stats",
     metadata,

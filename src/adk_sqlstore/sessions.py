@@ -95,7 +95,7 @@ class SqlSessionService:
             installed on it.
         auto_migrate: upgrade the schema to the newest revision on first use.
             ``None`` (the default): only if the engine was made by a ``from_url``
-            that chose to (the embedded SQLite default); your own engines: no.
+            that chose to (SQLite); your own engines: no.
         memory_checkpoint: ingest sessions into memory every N appended events
             (:class:`~adk_sqlstore.MemoryCheckpoint`).
     """
@@ -103,6 +103,9 @@ class SqlSessionService:
     #: The model events are decoded into; a subclass may use another pydantic
     #: model with ADK's field names.
     event_model: ClassVar[type[Any]] = Event
+    #: Refuse an event that would not read back equal (True), or only one that would
+    #: not read back at all (False: values JSON lacks are stored as their JSON form).
+    exact_events: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -148,9 +151,9 @@ class SqlSessionService:
                 embedded SQLite file. ``postgresql://`` and ``sqlite:///`` URLs are
                 mapped to asyncpg and aiosqlite.
             auto_migrate: upgrade the schema on first use. ``None`` (the default)
-                means: only for the embedded SQLite default; a server database is
-                never altered unless asked. Other services built on this service's
-                engine make the same choice.
+                means: for SQLite (the embedded default or a file), yes; a PostgreSQL
+                database is never altered unless asked. Other services built on this
+                service's engine make the same choice.
             memory_checkpoint: see the class arguments.
             **engine_kwargs: passed to ``create_async_engine`` (e.g. ``pool_size``).
 
@@ -160,7 +163,7 @@ class SqlSessionService:
         """
         target = resolve_url(url)
         engine = create_engine(target.url, **engine_kwargs)
-        auto = target.embedded if auto_migrate is None else auto_migrate
+        auto = target.migrates_itself if auto_migrate is None else auto_migrate
         setattr(engine.sync_engine, AUTO_MIGRATE_MARK, auto)
         service = cls(engine, auto_migrate=auto, memory_checkpoint=memory_checkpoint)
         service._owns_engine = True
@@ -376,6 +379,9 @@ class SqlSessionService:
         session._incarnation = row.incarnation
         return session
 
+    def _list_response(self, sessions: list[Any]) -> ListSessionsResponse:
+        return ListSessionsResponse(sessions=sessions)
+
     def _token_of(self, session: Any) -> tuple[int, str | None]:
         """(revision, incarnation) the session object was loaded at; ``None`` for an
         object not made by this store (only its revision is checked then)."""
@@ -404,8 +410,8 @@ class SqlSessionService:
             )
             app = await queries.load_app_state(conn, app_name=app_name)
             users = await queries.load_user_states(conn, app_name=app_name, user_id=user_id)
-        return ListSessionsResponse(
-            sessions=[
+        return self._list_response(
+            [
                 self._build_session(
                     row,
                     merge_state(
@@ -662,8 +668,53 @@ class SqlSessionService:
             )
         return True
 
+    async def import_state(
+        self,
+        *,
+        app_name: str,
+        user_id: str | None,
+        state: Mapping[str, Any],
+        replace: bool = False,
+    ) -> int:
+        """Write app state (``user_id=None``) or one user's state, keys without prefix,
+        in one transaction. Keys the store already has are kept unless ``replace``.
+
+        Returns:
+            How many keys were written.
+
+        Raises:
+            InvalidStateError, InvalidIdentifierError: nothing was written.
+        """
+        check_identifier("app_name", app_name)
+        if user_id is not None:
+            check_identifier("user_id", user_id)
+        check_state_delta(state)
+        encoded = {k: dump_json_value(v) for k, v in state.items()}
+        async with self._transaction(write=True) as conn:
+            if not replace:
+                existing = (
+                    await queries.load_app_state(conn, app_name=app_name)
+                    if user_id is None
+                    else (
+                        await queries.load_user_states(conn, app_name=app_name, user_id=user_id)
+                    ).get(user_id, {})
+                )
+                encoded = {k: v for k, v in encoded.items() if k not in existing}
+            await queries.write_state(
+                conn,
+                app_name=app_name,
+                user_id=user_id or "",
+                session_id="",
+                app=encoded if user_id is None else {},
+                user=encoded if user_id is not None else {},
+                session={},
+                now=time.time(),
+            )
+        return len(encoded)
+
     def _encode_event(self, event: Any) -> str:
-        """The event as JSON, after checking that it reads back equal to itself.
+        """The event as JSON, after checking that it reads back (and, with
+        ``exact_events``, that it reads back equal to itself).
 
         Raises:
             InvalidEventError, InvalidIdentifierError: naming the event and the problem.
@@ -684,8 +735,9 @@ class SqlSessionService:
             ) from exc
         # Field by field rather than ==, so that an instance of a subclass of the event
         # model passes when it carries nothing more.
-        if decoded.__dict__ != event.__dict__ or decoded.__pydantic_extra__ != getattr(
-            event, "__pydantic_extra__", None
+        if self.exact_events and (
+            decoded.__dict__ != event.__dict__
+            or decoded.__pydantic_extra__ != getattr(event, "__pydantic_extra__", None)
         ):
             raise InvalidEventError(
                 f"event {event.id!r} cannot be stored exactly: a value in it is not JSON (NaN"

@@ -20,6 +20,7 @@ __all__ = [
     "query_terms",
     "search_scope",
     "text_of",
+    "token_count",
     "valid_unicode",
 ]
 
@@ -68,6 +69,12 @@ def query_terms(query: str) -> list[str]:
     """Lower-cased words of ``query`` without stop words and duplicates, in order."""
     words = _WORD.findall(query[:MAX_QUERY_CHARS].lower())
     return list(dict.fromkeys(w for w in words if w not in STOP_WORDS))
+
+
+def token_count(text: str) -> int:
+    """The BM25 length of an indexed text: its distinct words, stop words left out
+    (as PostgreSQL's ``length(tsvector)`` counts distinct lexemes)."""
+    return len({w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS})
 
 
 def search_scope(app_name: str, user_id: str) -> str:

@@ -1,0 +1,576 @@
+"""The drop-in classes for Google ADK, tested with ADK's own types, Runner and registry."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import shutil
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("google.adk", reason="the adk extra is not installed")
+
+from google.adk.agents import LlmAgent, SequentialAgent
+from google.adk.errors import StaleSessionError as AdkStaleSessionError
+from google.adk.errors.already_exists_error import AlreadyExistsError as AdkAlreadyExists
+from google.adk.errors.session_not_found_error import (
+    SessionNotFoundError as AdkSessionNotFound,
+)
+from google.adk.events import Event, EventActions
+from google.adk.memory import BaseMemoryService
+from google.adk.memory.memory_entry import MemoryEntry
+from google.adk.runners import Runner
+from google.adk.sessions import BaseSessionService, DatabaseSessionService, Session
+from google.adk.sessions.base_session_service import (
+    GetSessionConfig,
+    ListSessionsResponse,
+)
+from google.genai import types
+from typer.testing import CliRunner
+
+from adk_sqlstore import errors
+from adk_sqlstore.adk import SqlMemoryService, SqlSessionService, parse_uri
+from adk_sqlstore.cli import app
+from adk_sqlstore.engine import DATABASE_URL_ENV, normalize_url
+
+from . import adk_agents
+from .conftest import PostgresFactory, run_sync, shared_data
+
+cli_runner = CliRunner(env={"COLUMNS": "200"})
+
+
+@pytest.fixture
+async def adk_service(db_url: str) -> Any:
+    async with SqlSessionService(db_url) as service:
+        yield service
+
+
+# -- the classes --------------------------------------------------------------------------
+
+
+def test_core_package_imports_without_google_adk() -> None:
+    code = (
+        "import sys; sys.modules['google.adk'] = None\n"
+        "import adk_sqlstore\n"
+        "assert 'google.adk.sessions' not in sys.modules\n"
+        "try:\n"
+        "    import adk_sqlstore.adk\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "pip install 'adk-sqlstore[adk]'" in done.stdout
+
+
+def test_they_are_adk_services_implementing_every_method() -> None:
+    assert issubclass(SqlSessionService, BaseSessionService)
+    assert issubclass(SqlMemoryService, BaseMemoryService)
+    assert not SqlSessionService.__abstractmethods__
+    assert not SqlMemoryService.__abstractmethods__
+    for name in ["get_user_state", "append_event", "flush"]:
+        assert name in dir(SqlSessionService)
+    for name in ["add_events_to_memory", "add_memory", "delete_memory"]:
+        assert getattr(SqlMemoryService, name) is not getattr(BaseMemoryService, name), name
+
+
+def test_service_uris() -> None:
+    assert parse_uri("sqlstore+postgresql://u:p@h/db") == ("postgresql://u:p@h/db", None)
+    assert parse_uri("sqlstore+sqlite:////tmp/x.db") == ("sqlite:////tmp/x.db", None)
+    assert parse_uri("sqlstore://") == (None, None)
+    assert parse_uri("sqlstore+postgresql://h/db?auto_migrate=true&sslmode=require") == (
+        "postgresql://h/db?sslmode=require",
+        True,
+    )
+    assert parse_uri("postgresql://h/db") == ("postgresql://h/db", None)
+
+
+async def test_adk_types_in_and_out(adk_service: SqlSessionService) -> None:
+    session = await adk_service.create_session(
+        app_name="app", user_id="u1", state={"user:diet": "vegan", "k": 1}
+    )
+    assert type(session) is Session
+    await adk_service.append_event(
+        session,
+        Event(
+            author="user",
+            invocation_id="i1",
+            content=types.Content(role="user", parts=[types.Part(text="hello")]),
+        ),
+    )
+    got = await adk_service.get_session(
+        app_name="app",
+        user_id="u1",
+        session_id=session.id,
+        config=GetSessionConfig(num_recent_events=1),
+    )
+    assert type(got) is Session and type(got.events[0]) is Event
+    assert got.state == {"user:diet": "vegan", "k": 1}
+    listing = await adk_service.list_sessions(app_name="app", user_id="u1")
+    assert type(listing) is ListSessionsResponse and listing.sessions[0].id == session.id
+    assert await adk_service.get_user_state(app_name="app", user_id="u1") == {"diet": "vegan"}
+    await adk_service.delete_session(app_name="app", user_id="u1", session_id=session.id)
+    assert (
+        await adk_service.get_session(app_name="app", user_id="u1", session_id=session.id) is None
+    )
+
+
+async def test_adk_errors_chained_to_ours(adk_service: SqlSessionService) -> None:
+    s = await adk_service.create_session(app_name="app", user_id="u1", session_id="s")
+    with pytest.raises(AdkAlreadyExists) as exists:
+        await adk_service.create_session(app_name="app", user_id="u1", session_id="s")
+    assert isinstance(exists.value.__cause__, errors.AlreadyExistsError)
+    stale = await adk_service.get_session(app_name="app", user_id="u1", session_id="s")
+    await adk_service.append_event(s, Event(author="a"))
+    with pytest.raises(AdkStaleSessionError) as raced:
+        await adk_service.append_event(stale, Event(author="b"))  # type: ignore[arg-type]
+    assert isinstance(raced.value.__cause__, errors.StaleSessionError)
+    assert isinstance(raced.value, ValueError)  # ADK's own base class
+    await adk_service.delete_session(app_name="app", user_id="u1", session_id="s")
+    with pytest.raises(AdkSessionNotFound) as gone:
+        await adk_service.append_event(s, Event(author="c"))
+    assert isinstance(gone.value.__cause__, errors.SessionNotFoundError)
+
+
+def rich_events() -> list[Event]:
+    """Events carrying every kind of field the issue lists."""
+    return [
+        Event(
+            invocation_id="e-1",
+            author="lunch_assistant",
+            branch="root.lunch",
+            content=types.Content(
+                role="model",
+                parts=[
+                    types.Part(text="Here you go"),
+                    types.Part(
+                        function_call=types.FunctionCall(
+                            id="adk-1", name="order", args={"items": ["thali"], "n": 2}
+                        )
+                    ),
+                    types.Part(
+                        inline_data=types.Blob(mime_type="image/png", data=b"\x89PNG\x00\xff")
+                    ),
+                ],
+            ),
+            grounding_metadata=types.GroundingMetadata(web_search_queries=["lunch pune"]),
+            usage_metadata=types.GenerateContentResponseUsageMetadata(
+                prompt_token_count=12, candidates_token_count=7, total_token_count=19
+            ),
+            long_running_tool_ids={"adk-1", "adk-2"},
+            custom_metadata={"trace": {"span": "abc", "n": [1, 2.5, None]}},
+            actions=EventActions(
+                state_delta={"user:diet": "vegetarian", "order": 1},
+                requested_tool_confirmations={"adk-1": {"hint": "confirm?", "confirmed": False}},
+                compaction={
+                    "start_timestamp": 1.0,
+                    "end_timestamp": 2.0,
+                    "compacted_content": types.Content(
+                        role="model", parts=[types.Part(text="summary")]
+                    ),
+                },
+                transfer_to_agent="billing",
+                escalate=True,
+                artifact_delta={"menu.pdf": 3},
+            ),
+            turn_complete=True,
+        ),
+        Event(
+            invocation_id="e-1",
+            author="lunch_assistant",
+            content=types.Content(
+                role="user",
+                parts=[
+                    types.Part(
+                        function_response=types.FunctionResponse(
+                            id="adk-1", name="order", response={"status": "ok", "eta": "12:30"}
+                        )
+                    )
+                ],
+            ),
+        ),
+    ]
+
+
+async def test_adk_events_round_trip_equal(adk_service: SqlSessionService) -> None:
+    session = await adk_service.create_session(app_name="app", user_id="u1")
+    originals = rich_events()
+    for event in originals:
+        await adk_service.append_event(session, event.model_copy(deep=True))
+    got = await adk_service.get_session(app_name="app", user_id="u1", session_id=session.id)
+    assert got is not None
+    assert got.events == originals
+    assert got.events[0].content.parts[2].inline_data.data == b"\x89PNG\x00\xff"  # type: ignore[union-attr, index]
+    assert got.events[0].long_running_tool_ids == {"adk-1", "adk-2"}
+
+
+@pytest.mark.filterwarnings("ignore:SequentialAgent is deprecated:DeprecationWarning")
+async def test_temp_keys_pass_between_agents_of_one_invocation_and_are_not_stored(
+    adk_service: SqlSessionService,
+) -> None:
+    """003: "output_key ... is the idiomatic way one pipeline stage hands a result to the
+    next"; temp: values "are dropped when the event is appended"."""
+    from .adk_agents import ScriptedLlm, request_text, say
+
+    def polish(request: Any) -> str:
+        instruction = str(request.config.system_instruction or "")
+        return "polished: " + (
+            "DRAFT-42" if "DRAFT-42" in instruction + request_text(request) else "nothing to polish"
+        )
+
+    writer = LlmAgent(
+        name="writer",
+        model=ScriptedLlm(script=[say("DRAFT-42")]),
+        instruction="Write a draft.",
+        output_key="temp:draft",
+    )
+    editor = LlmAgent(
+        name="editor",
+        model=ScriptedLlm(script=[say(polish)]),
+        instruction="Polish this draft: {temp:draft}",
+    )
+    runner = Runner(
+        app_name="app",
+        session_service=adk_service,
+        agent=SequentialAgent(name="pipeline", sub_agents=[writer, editor]),
+    )
+    session = await adk_service.create_session(app_name="app", user_id="u1")
+    events = [
+        e
+        async for e in runner.run_async(
+            user_id="u1",
+            session_id=session.id,
+            new_message=types.Content(role="user", parts=[types.Part(text="go")]),
+        )
+    ]
+    replies = [
+        e.content.parts[0].text
+        for e in events
+        if e.content and e.content.parts and e.content.parts[0].text
+    ]
+    assert "polished: DRAFT-42" in replies
+    stored = await adk_service.get_session(app_name="app", user_id="u1", session_id=session.id)
+    assert stored is not None
+    assert not any(k.startswith("temp:") for k in stored.state)
+    assert not any(k.startswith("temp:") for e in stored.events for k in e.actions.state_delta)
+
+
+async def test_memory_service_with_adk_types(db_url: str) -> None:
+    async with SqlSessionService(db_url) as sessions:
+        memory = SqlMemoryService(engine=sessions.engine)
+        session = await sessions.create_session(app_name="app", user_id="u1")
+        await sessions.append_event(
+            session,
+            Event(
+                author="user",
+                content=types.Content(
+                    role="user", parts=[types.Part(text="My favorite sport is badminton.")]
+                ),
+            ),
+        )
+        await memory.add_session_to_memory(session)
+        await memory.add_events_to_memory(
+            app_name="app",
+            user_id="u1",
+            session_id="s2",
+            events=[
+                Event(
+                    author="user",
+                    content=types.Content(parts=[types.Part(text="I play tennis too")]),
+                )
+            ],
+        )
+        await memory.add_memory(
+            app_name="app",
+            user_id="u1",
+            memories=[
+                MemoryEntry(
+                    content=types.Content(
+                        parts=[types.Part(text="User prefers morning deliveries")]
+                    )
+                )
+            ],
+        )
+        found = await memory.search_memory(
+            app_name="app", user_id="u1", query="What sport do I like?"
+        )
+        assert type(found.memories[0]) is MemoryEntry
+        assert isinstance(found.memories[0].content, types.Content)
+        assert found.memories[0].content.parts[0].text == "My favorite sport is badminton."  # type: ignore[index]
+        assert len(found.memories) == 1
+        fact = await memory.search_memory(app_name="app", user_id="u1", query="deliveries")
+        assert fact.memories[0].custom_metadata["event_id"] is None
+        await memory.delete_memory(app_name="app", user_id="u1", memory_id=found.memories[0].id)
+        again = await memory.search_memory(app_name="app", user_id="u1", query="sport badminton")
+        assert "My favorite sport is badminton." not in [
+            m.content.parts[0].text for m in again.memories
+        ]  # type: ignore[index]
+        # The idle job knows the ADK session's revision: nothing left to ingest.
+        assert await memory.core.count_idle_sessions(idle_for=timedelta(0)) == 0
+
+
+# -- ADK's CLI: services.yaml ---------------------------------------------------------------
+
+SERVICES_YAML = """\
+services:
+  - scheme: sqlstore+postgresql
+    type: session
+    class: adk_sqlstore.adk.SqlSessionService
+  - scheme: sqlstore+postgresql
+    type: memory
+    class: adk_sqlstore.adk.SqlMemoryService
+  - scheme: sqlstore+sqlite
+    type: session
+    class: adk_sqlstore.adk.SqlSessionService
+  - scheme: sqlstore+sqlite
+    type: memory
+    class: adk_sqlstore.adk.SqlMemoryService
+"""
+
+
+def test_readme_has_the_services_yaml_snippet() -> None:
+    from .conftest import REPO
+
+    assert SERVICES_YAML in (REPO / "README.md").read_text()
+
+
+async def test_adk_service_registry_builds_them_from_services_yaml(
+    tmp_path: Path, db_url: str
+) -> None:
+    from google.adk.cli.service_registry import load_services_module
+    from google.adk.cli.utils.service_factory import (
+        create_memory_service_from_options,
+        create_session_service_from_options,
+    )
+
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    (agents / "services.yaml").write_text(SERVICES_YAML)
+    load_services_module(str(agents))
+    uri = "sqlstore+" + db_url
+    sessions = create_session_service_from_options(base_dir=agents, session_service_uri=uri)
+    memory = create_memory_service_from_options(base_dir=agents, memory_service_uri=uri)
+    assert isinstance(sessions, SqlSessionService) and isinstance(memory, SqlMemoryService)
+    try:
+        s = await sessions.create_session(app_name="app", user_id="u1")
+        await sessions.append_event(
+            s,
+            Event(author="user", content=types.Content(parts=[types.Part(text="registry works")])),
+        )
+        await memory.add_session_to_memory(s)
+        found = await memory.search_memory(app_name="app", user_id="u1", query="registry")
+        assert len(found.memories) == 1
+    finally:
+        await sessions.close()
+        await memory.close()
+
+
+# -- end to end with ADK's Runner ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["load_memory", "preload_memory"])
+def test_monday_preference_recalled_on_thursday_in_another_process(db_url: str, mode: str) -> None:
+    """000's worked example through ADK's Runner: user:diet by key lookup, the delivery
+    address by memory search, Thursday in a second OS process."""
+    monday_id = run_sync(adk_agents.monday(db_url))
+    ctx = multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    worker = ctx.Process(target=adk_agents.thursday_in_process, args=(db_url, mode, results))
+    worker.start()
+    thursday = results.get(timeout=180)
+    worker.join(timeout=60)
+    assert worker.exitcode == 0
+    assert thursday["state_at_start"] == {"user:diet": "vegetarian"}
+    assert thursday["reply"] == (
+        "Shall I deliver your vegetarian lunch to the Pune office reception?"
+    )
+    if mode == "load_memory":
+        assert thursday["responses"]["get_profile"] == {"diet": "vegetarian"}
+        recalled = json.dumps(thursday["responses"]["load_memory"])
+        assert adk_agents.MONDAY in recalled and monday_id in recalled
+
+    async def monday_state() -> Any:
+        async with SqlSessionService(db_url) as sessions:
+            return await sessions.get_session(
+                app_name=adk_agents.APP, user_id=adk_agents.USER, session_id=monday_id
+            )
+
+    monday = run_sync(monday_state())
+    assert "temp:request_note" not in monday.state
+    assert monday.state["user:diet"] == "vegetarian"
+
+
+def test_two_runners_in_two_processes_one_turn_wins(db_url: str) -> None:
+    async def create() -> str:
+        async with SqlSessionService(db_url) as sessions:
+            s = await sessions.create_session(app_name=adk_agents.APP, user_id=adk_agents.USER)
+            return s.id
+
+    session_id = run_sync(create())
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(2, timeout=120)
+    results = ctx.Queue()
+    workers = [
+        ctx.Process(target=adk_agents.race_turn, args=(db_url, session_id, name, barrier, results))
+        for name in ("runner-a", "runner-b")
+    ]
+    for w in workers:
+        w.start()
+    outcomes = dict(results.get(timeout=180) for _ in workers)
+    for w in workers:
+        w.join(timeout=60)
+    assert sorted(outcomes.values()) == [
+        "google.adk.errors._stale_session_error.StaleSessionError",
+        "ok",
+    ], outcomes
+    (winner,) = [name for name, outcome in outcomes.items() if outcome == "ok"]
+
+    async def stored() -> Any:
+        async with SqlSessionService(db_url) as sessions:
+            return await sessions.get_session(
+                app_name=adk_agents.APP, user_id=adk_agents.USER, session_id=session_id
+            )
+
+    session = run_sync(stored())
+    texts = [e.content.parts[0].text for e in session.events]
+    assert texts == [f"message from {winner}", f"reply from {winner}"]  # nothing interleaved
+
+
+# -- import from ADK's DatabaseSessionService ----------------------------------------------
+
+
+async def _adk_sessions(db_url: str) -> dict[str, Session]:
+    """Every session as ADK's own DatabaseSessionService returns it."""
+    service = DatabaseSessionService(db_url=str(normalize_url(db_url)))
+    try:
+        found: dict[str, Session] = {}
+        for app_name in ("lunch-app",):
+            listing = await service.list_sessions(app_name=app_name)
+            for summary in listing.sessions:
+                full = await service.get_session(
+                    app_name=app_name, user_id=summary.user_id, session_id=summary.id
+                )
+                assert full is not None
+                found[full.id] = full
+        return found
+    finally:
+        await service.close()
+
+
+async def _ours(db_url: str, ids: list[tuple[str, str, str]]) -> dict[str, Session]:
+    async with SqlSessionService(db_url) as service:
+        found = {}
+        for app_name, user_id, session_id in ids:
+            got = await service.get_session(
+                app_name=app_name, user_id=user_id, session_id=session_id
+            )
+            assert got is not None, session_id
+            found[session_id] = got
+        return found
+
+
+def _assert_same_sessions(theirs: dict[str, Session], ours: dict[str, Session]) -> None:
+    assert set(ours) == set(theirs) and theirs
+    for session_id, expected in theirs.items():
+        got = ours[session_id]
+        assert got.events == expected.events, session_id
+        assert got.model_dump() == expected.model_dump(), session_id
+
+
+def _import(source: str, target: str, *extra: str) -> str:
+    result = cli_runner.invoke(
+        app, ["import-adk", "--source", source, "--target", target, *extra], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_import_adk_sqlite_database_equals_what_adk_reads(tmp_path: Path, db_url: str) -> None:
+    source = tmp_path / "adk_sessions.db"
+    shutil.copyfile(shared_data("adk", "adk_sessions.db"), source)
+    source.chmod(0o444)  # the import only reads it
+    before = source.read_bytes()
+    dry = _import(f"sqlite:///{source}", db_url, "--dry-run")
+    assert "would copy 4 session(s) with 18 event(s)" in dry
+    assert run_sync(_count_sessions(db_url)) == 0
+    first = _import(f"sqlite:///{source}", db_url)
+    assert "copied 4 session(s) with 18 event(s), 3 user state key(s), 1 app state key(s)" in first
+    second = _import(f"sqlite:///{source}", db_url)
+    assert "copied 0 session(s)" in second and "4 session(s) already there" in second
+    assert source.read_bytes() == before
+    readable = tmp_path / "adk_copy.db"  # ADK's service writes to what it opens
+    shutil.copyfile(source, readable)
+    readable.chmod(0o644)
+    theirs = run_sync(_adk_sessions(f"sqlite:///{readable}"))
+    ours = run_sync(_ours(db_url, [(s.app_name, s.user_id, s.id) for s in theirs.values()]))
+    _assert_same_sessions(theirs, ours)
+
+
+async def _count_sessions(url: str) -> int:
+    async with SqlSessionService(url) as service:
+        return len((await service.list_sessions(app_name="lunch-app")).sessions)
+
+
+async def _write_with_adk(url: str) -> None:
+    """A PostgreSQL database written by ADK's own DatabaseSessionService."""
+    service = DatabaseSessionService(db_url=str(normalize_url(url)))
+    try:
+        for user, diet in [("user-17", "vegetarian"), ("user-42", "vegan")]:
+            s = await service.create_session(
+                app_name="lunch-app", user_id=user, state={"app:menu_version": "2026-09"}
+            )
+            for event in rich_events():
+                event.actions.state_delta = {"user:diet": diet, "temp:x": 1, "turn": event.id}
+                await service.append_event(s, event)
+    finally:
+        await service.close()
+
+
+@pytest.mark.postgres
+def test_import_adk_postgres_database(postgres_factory: PostgresFactory, tmp_path: Path) -> None:
+    source = postgres_factory.create(migrate=False)
+    run_sync(_write_with_adk(source))
+    target = f"sqlite:///{tmp_path / 'target.db'}"
+    output = _import(source, target)
+    assert "copied 2 session(s) with 4 event(s)" in output
+    theirs = run_sync(_adk_sessions(source))
+    ours = run_sync(_ours(target, [(s.app_name, s.user_id, s.id) for s in theirs.values()]))
+    _assert_same_sessions(theirs, ours)
+
+
+def test_import_adk_refuses_the_pickled_schema(tmp_path: Path, sqlite_url: str) -> None:
+    import sqlite3
+
+    legacy = tmp_path / "legacy.db"
+    with sqlite3.connect(legacy) as conn:
+        conn.execute("CREATE TABLE sessions (app_name TEXT, user_id TEXT, id TEXT)")
+        conn.execute("CREATE TABLE events (id TEXT, actions BLOB)")
+    result = cli_runner.invoke(
+        app, ["import-adk", "--source", f"sqlite:///{legacy}", "--target", sqlite_url]
+    )
+    assert result.exit_code == 1
+    assert "pickles" in result.output and "adk migrate session" in result.output
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).close()
+    result = cli_runner.invoke(
+        app, ["import-adk", "--source", f"sqlite:///{other}", "--target", sqlite_url]
+    )
+    assert result.exit_code == 1 and "not a database of ADK's DatabaseSessionService" in (
+        result.output
+    )
+
+
+def test_import_adk_needs_no_url_in_argv_for_target(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    source = tmp_path / "adk_sessions.db"
+    shutil.copyfile(shared_data("adk", "adk_sessions.db"), source)
+    monkeypatch.setenv(DATABASE_URL_ENV, f"sqlite:///{tmp_path / 'env-target.db'}")
+    result = cli_runner.invoke(app, ["import-adk", "--source", f"sqlite:///{source}"])
+    assert result.exit_code == 0 and "copied 4 session(s)" in result.output
