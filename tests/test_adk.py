@@ -113,7 +113,7 @@ async def test_adk_types_in_and_out(adk_service: SqlSessionService) -> None:
     assert type(got) is Session and type(got.events[0]) is Event
     assert got.state == {"user:diet": "vegan", "k": 1}
     listing = await adk_service.list_sessions(app_name="app", user_id="u1")
-    assert type(listing) is ListSessionsResponse and listing.sessions[0].id == session.id
+    assert isinstance(listing, ListSessionsResponse) and listing.sessions[0].id == session.id
     assert await adk_service.get_user_state(app_name="app", user_id="u1") == {"diet": "vegan"}
     await adk_service.delete_session(app_name="app", user_id="u1", session_id=session.id)
     assert (

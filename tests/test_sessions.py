@@ -426,3 +426,44 @@ async def test_duplicate_event_id_is_rejected_not_stored_twice(
     got = await service.get_session(app_name="app", user_id="u1", session_id=s.id)
     assert got is not None and [e.text() for e in got.events] == ["once"]
     assert got.state == {"k": 1} and got.revision == 1 and s.revision == 1
+
+
+# -- pagination ---------------------------------------------------------------------
+
+
+async def test_list_sessions_pages_through_everything_in_order(
+    service: SqlSessionService,
+) -> None:
+    for n in range(23):
+        user = f"u{n % 3}"
+        s = await service.create_session(
+            app_name="app", user_id=user, session_id=f"s{n:02d}", state={"n": n, "user:u": user}
+        )
+        await service.append_event(s, text_event("x", ts=1000.0 + n % 7))  # many ties
+    await service.create_session(app_name="other", user_id="u0")
+    everything = await service.list_sessions(app_name="app")
+    assert everything.next_page_token is None and len(everything.sessions) == 23
+    for user_id in (None, "u1"):
+        expected = await service.list_sessions(app_name="app", user_id=user_id)
+        pages, token = [], None
+        while True:
+            page = await service.list_sessions(
+                app_name="app", user_id=user_id, limit=5, page_token=token
+            )
+            assert len(page.sessions) <= 5
+            pages.extend(page.sessions)
+            token = page.next_page_token
+            if token is None:
+                break
+        assert [(s.user_id, s.id) for s in pages] == [(s.user_id, s.id) for s in expected.sessions]
+        assert [s.state for s in pages] == [s.state for s in expected.sessions]
+    streamed = [s.id async for s in service.iter_sessions(app_name="app", page_size=4)]
+    assert streamed == [s.id for s in everything.sessions]
+
+
+async def test_list_sessions_rejects_bad_limits_and_tokens(service: SqlSessionService) -> None:
+    with pytest.raises(ValueError, match="limit"):
+        await service.list_sessions(app_name="app", limit=0)
+    for token in ["garbage", "W10=", "WyJ4IiwgInkiLCAieiJd"]:
+        with pytest.raises(ValueError, match="page_token"):
+            await service.list_sessions(app_name="app", limit=5, page_token=token)

@@ -66,7 +66,7 @@ from .memory import SqlMemoryService as CoreMemoryService
 from .redaction import Redactor
 from .sessions import SqlSessionService as CoreSessionService
 
-__all__ = ["SqlMemoryService", "SqlSessionService"]
+__all__ = ["PagedListSessionsResponse", "SqlMemoryService", "SqlSessionService"]
 
 SCHEME = "sqlstore"
 
@@ -96,6 +96,13 @@ def parse_uri(uri: str | None) -> tuple[str | None, bool | None]:
     if uri.startswith(SCHEME + "+"):
         uri = uri[len(SCHEME) + 1 :]
     return uri, auto
+
+
+class PagedListSessionsResponse(AdkListSessionsResponse):
+    """ADK's ``ListSessionsResponse`` with the token of the next page (``None`` on the
+    last one)."""
+
+    next_page_token: str | None = None
 
 
 @contextmanager
@@ -138,8 +145,8 @@ class _AdkModels(CoreSessionService):
         session._storage_update_marker = f"{row.incarnation}:{row.revision}"
         return session
 
-    def _list_response(self, sessions: list[Any]) -> Any:
-        return AdkListSessionsResponse(sessions=sessions)
+    def _list_response(self, sessions: list[Any], next_page_token: str | None) -> Any:
+        return PagedListSessionsResponse(sessions=sessions, next_page_token=next_page_token)
 
     def _token_of(self, session: Any) -> tuple[int, str | None]:
         marker = getattr(session, "_storage_update_marker", None)
@@ -261,11 +268,17 @@ class SqlSessionService(BaseSessionService):
         )
 
     async def list_sessions(
-        self, *, app_name: str, user_id: str | None = None
-    ) -> AdkListSessionsResponse:
-        """See :meth:`adk_sqlstore.SqlSessionService.list_sessions`."""
-        response: AdkListSessionsResponse = await self._core.list_sessions(  # type: ignore[assignment]
-            app_name=app_name, user_id=user_id
+        self,
+        *,
+        app_name: str,
+        user_id: str | None = None,
+        limit: int | None = None,
+        page_token: str | None = None,
+    ) -> PagedListSessionsResponse:
+        """See :meth:`adk_sqlstore.SqlSessionService.list_sessions`; ADK's call (no
+        ``limit``) returns every session."""
+        response: PagedListSessionsResponse = await self._core.list_sessions(  # type: ignore[assignment]
+            app_name=app_name, user_id=user_id, limit=limit, page_token=page_token
         )
         return response
 

@@ -11,7 +11,7 @@ import asyncio
 import json
 import math
 import sys
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -151,25 +151,38 @@ def sessions_list(
     ] = None,
     url: UrlOption = None,
 ) -> None:
-    """List sessions, oldest update first."""
+    """List sessions, oldest update first (read 500 at a time)."""
 
     async def run() -> None:
+        count = 0
         async with SqlSessionService.from_url(_database(url)) as service:
-            listing = await service.list_sessions(app_name=app_name, user_id=user)
-        table = Table(title=f"sessions of {app_name}" + (f" / {user}" if user else ""))
-        table.add_column("session id", no_wrap=True)
-        table.add_column("user_id", no_wrap=True)
-        table.add_column("last update", no_wrap=True)
-        for column in ("events", "state keys"):
-            table.add_column(column, justify="right")
-        for s in listing.sessions:
-            table.add_row(
-                s.id, s.user_id, _when(s.last_update_time), str(s.revision), str(len(s.state))
-            )
-        _consoles.out.print(table)
-        _consoles.out.print(f"{len(listing.sessions)} session(s)")
+            table = None
+            async for s in service.iter_sessions(app_name=app_name, user_id=user):
+                if table is None or table.row_count == 500:
+                    if table is not None:
+                        _consoles.out.print(table)
+                    table = _session_table(
+                        f"sessions of {app_name}" + (f" / {user}" if user else ""), count == 0
+                    )
+                table.add_row(
+                    s.id, s.user_id, _when(s.last_update_time), str(s.revision), str(len(s.state))
+                )
+                count += 1
+            if table is not None:
+                _consoles.out.print(table)
+        _consoles.out.print(f"{count} session(s)")
 
     _run(run())
+
+
+def _session_table(title: str, first: bool) -> Table:
+    table = Table(title=title if first else None, show_header=first)
+    table.add_column("session id", no_wrap=True, min_width=36)
+    table.add_column("user_id", no_wrap=True, min_width=12)
+    table.add_column("last update", no_wrap=True, min_width=23)
+    table.add_column("events", justify="right", min_width=6)
+    table.add_column("state keys", justify="right", min_width=10)
+    return table
 
 
 def _describe(event: Event) -> str:
@@ -245,26 +258,26 @@ def sessions_show(
     _run(run())
 
 
-def _read_sessions(paths: list[Path]) -> list[tuple[str, Session]]:
+def _read_sessions(paths: list[Path]) -> Iterator[tuple[str, Session]]:
     """(source name, session) from files, folders (``*.session.json`` inside, at any
-    depth) or ``-`` (standard input); JSON lines hold one session per line.
+    depth) or ``-`` (standard input), one file at a time; JSON lines hold one session
+    per line.
 
     Raises:
         ValueError: naming the file that is not ADK session JSON.
     """
-    found: list[tuple[str, Session]] = []
     for path in paths:
-        if str(path) == "-":
-            sources = [("<stdin>", sys.stdin.buffer.read())]
-        else:
-            sources = [(str(f), f.read_bytes()) for f in session_files([path])]
-        for name, data in sources:
+        files: list[Path | None] = [None] if str(path) == "-" else list(session_files([path]))
+        for file in files:
+            name = "<stdin>" if file is None else str(file)
             try:
-                found.extend((name, s) for s in load_sessions(data))
+                data = sys.stdin.buffer.read() if file is None else file.read_bytes()
+                found = load_sessions(data)
             except (ValidationError, ValueError) as exc:  # JSONDecodeError, UnicodeDecodeError
                 first = str(exc).splitlines()[0]
                 raise ValueError(f"{name} is not ADK session JSON: {first}") from None
-    return found
+            for session in found:
+                yield name, session
 
 
 @app.command("import")
@@ -284,10 +297,9 @@ def import_(
     camelCase keys). A session that already exists is kept unless --replace."""
 
     async def run() -> None:
-        parsed = _read_sessions(paths)
         imported = skipped = 0
         async with SqlSessionService.from_url(url) as service:
-            for name, session in parsed:
+            for name, session in _read_sessions(paths):
                 where = f"session {session.id} of {session.app_name} / {session.user_id}"
                 if await service.import_session(session, replace=replace):
                     imported += 1
@@ -338,9 +350,8 @@ def export(
 
     async def run() -> None:
         async with SqlSessionService.from_url(_database(url)) as service:
-            listing = await service.list_sessions(app_name=app_name, user_id=user)
             count = 0
-            for summary in listing.sessions:
+            async for summary in service.iter_sessions(app_name=app_name, user_id=user):
                 if session_id is not None and summary.id != session_id:
                     continue
                 session = await service.get_session(

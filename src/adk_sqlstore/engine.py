@@ -153,6 +153,15 @@ def create_engine(
         **kwargs: passed to :func:`sqlalchemy.ext.asyncio.create_async_engine`.
     """
     normalized = normalize_url(url)
+    if normalized.get_backend_name() == "postgresql" and "poolclass" not in kwargs:
+        # Enough connections for an agent server's concurrent turns: past pool_size, each
+        # extra connection is opened and closed again per use.
+        kwargs.setdefault("pool_size", 20)
+        kwargs.setdefault("max_overflow", 20)
+    if normalized.get_backend_name() == "sqlite":
+        # Every transaction of this library ends in COMMIT or ROLLBACK, so the pool's
+        # extra ROLLBACK on check-in would only cost a trip to aiosqlite's thread.
+        kwargs.setdefault("pool_reset_on_return", None)
     try:
         engine = create_async_engine(normalized, **kwargs)
     except ModuleNotFoundError as exc:

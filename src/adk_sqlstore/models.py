@@ -189,9 +189,15 @@ class GetSessionConfig(BaseModel):
 
 
 class ListSessionsResponse(BaseModel):
-    """Sessions without their events, oldest ``last_update_time`` first."""
+    """Sessions without their events, oldest ``last_update_time`` first.
+
+    Attributes:
+        next_page_token: pass it to ``list_sessions`` for the next page; ``None`` on
+            the last page (and when no ``limit`` was asked for).
+    """
 
     sessions: list[Session] = Field(default_factory=list)
+    next_page_token: str | None = None
 
 
 class MemoryEntry(BaseModel):

@@ -302,17 +302,30 @@ async def load_app_state(conn: AsyncConnection, *, app_name: str) -> dict[str, A
 
 
 async def load_user_states(
-    conn: AsyncConnection, *, app_name: str, user_id: str | None
+    conn: AsyncConnection,
+    *,
+    app_name: str,
+    user_id: str | None,
+    user_ids: Iterable[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """User state by user id: of one user, or of every user of the app (``None``)."""
+    """User state by user id: of one user, of the users in ``user_ids``, or of every
+    user of the app (both ``None``)."""
     stmt = select(user_state.c.user_id, user_state.c.key, user_state.c.value).where(
         user_state.c.app_name == app_name
     )
     if user_id is not None:
         stmt = stmt.where(user_state.c.user_id == user_id)
+    statements = [stmt]
+    if user_ids is not None:
+        wanted = sorted(user_ids)
+        statements = [
+            stmt.where(user_state.c.user_id.in_(wanted[start : start + _CHUNK]))
+            for start in range(0, len(wanted), _CHUNK)
+        ]
     users: dict[str, dict[str, Any]] = {}
-    for uid, key, value in (await conn.execute(stmt)).all():
-        users.setdefault(uid, {})[key] = json.loads(value)
+    for statement in statements:
+        for uid, key, value in (await conn.execute(statement)).all():
+            users.setdefault(uid, {})[key] = json.loads(value)
     return users
 
 
@@ -348,9 +361,19 @@ async def load_events(
 
 
 async def list_sessions(
-    conn: AsyncConnection, *, app_name: str, user_id: str | None
+    conn: AsyncConnection,
+    *,
+    app_name: str,
+    user_id: str | None,
+    after: tuple[float, str, str] | None = None,
+    limit: int | None = None,
 ) -> tuple[list[SessionRow], dict[tuple[str, str], dict[str, Any]]]:
-    """Session rows ordered by (update_time, user_id, id), and their session state."""
+    """Session rows ordered by (update_time, user_id, id), and their session state.
+
+    Args:
+        after: keyset pagination: only rows after this (update_time, user_id, id).
+        limit: at most this many rows; their session state only is read.
+    """
     stmt = select(
         sessions.c.user_id,
         sessions.c.id,
@@ -358,6 +381,17 @@ async def list_sessions(
         sessions.c.update_time,
         sessions.c.incarnation,
     ).where(sessions.c.app_name == app_name)
+    if user_id is not None:
+        stmt = stmt.where(sessions.c.user_id == user_id)
+    if after is not None:
+        stmt = stmt.where(tuple_(sessions.c.update_time, sessions.c.user_id, sessions.c.id) > after)
+    stmt = stmt.order_by(sessions.c.update_time, sessions.c.user_id, sessions.c.id)
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    rows = [
+        SessionRow(app_name, uid, sid, revision, update_time, incarnation)
+        for uid, sid, revision, update_time, incarnation in (await conn.execute(stmt)).all()
+    ]
     state_stmt = select(
         session_state.c.user_id,
         session_state.c.session_id,
@@ -365,16 +399,23 @@ async def list_sessions(
         session_state.c.value,
     ).where(session_state.c.app_name == app_name)
     if user_id is not None:
-        stmt = stmt.where(sessions.c.user_id == user_id)
         state_stmt = state_stmt.where(session_state.c.user_id == user_id)
-    stmt = stmt.order_by(sessions.c.update_time, sessions.c.user_id, sessions.c.id)
-    rows = [
-        SessionRow(app_name, uid, sid, revision, update_time, incarnation)
-        for uid, sid, revision, update_time, incarnation in (await conn.execute(stmt)).all()
-    ]
     states: dict[tuple[str, str], dict[str, Any]] = {}
-    for uid, sid, key, value in (await conn.execute(state_stmt)).all():
-        states.setdefault((uid, sid), {})[key] = json.loads(value)
+    if limit is None:
+        chunks: list[Any] = [state_stmt]
+    else:  # one page: the state of its sessions only
+        pairs = [(row.user_id, row.id) for row in rows]
+        chunks = [
+            state_stmt.where(
+                tuple_(session_state.c.user_id, session_state.c.session_id).in_(
+                    pairs[start : start + _CHUNK]
+                )
+            )
+            for start in range(0, len(pairs), _CHUNK)
+        ]
+    for chunk in chunks:
+        for uid, sid, key, value in (await conn.execute(chunk)).all():
+            states.setdefault((uid, sid), {})[key] = json.loads(value)
     return rows, states
 
 

@@ -15,6 +15,7 @@ writes nothing, whichever process made the other append.
 from __future__ import annotations
 
 import asyncio
+import base64
 import gc
 import json
 import logging
@@ -64,6 +65,21 @@ _ALL_EVENTS = 2**31
 logger = logging.getLogger(__name__)
 
 _EVENT_LIST = TypeAdapter(list[Event])
+
+
+def _encode_page_token(update_time: float, user_id: str, session_id: str) -> str:
+    raw = json.dumps([update_time, user_id, session_id], ensure_ascii=False)
+    return base64.urlsafe_b64encode(raw.encode()).decode()
+
+
+def _decode_page_token(token: str) -> tuple[float, str, str]:
+    try:
+        update_time, user_id, session_id = json.loads(base64.urlsafe_b64decode(token))
+        if isinstance(update_time, bool) or not isinstance(update_time, int | float):
+            raise TypeError
+        return float(update_time), str(user_id), str(session_id)
+    except (ValueError, TypeError) as exc:
+        raise ValueError("page_token is not a token list_sessions returned") from exc
 
 
 def _encode_scoped(scoped: ScopedDelta) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
@@ -407,8 +423,8 @@ class SqlSessionService:
         session._incarnation = row.incarnation
         return session
 
-    def _list_response(self, sessions: list[Any]) -> ListSessionsResponse:
-        return ListSessionsResponse(sessions=sessions)
+    def _list_response(self, sessions: list[Any], next_page_token: str | None) -> Any:
+        return ListSessionsResponse(sessions=sessions, next_page_token=next_page_token)
 
     def _token_of(self, session: Any) -> tuple[int, str | None]:
         """(revision, incarnation) the session object was loaded at; ``None`` for an
@@ -419,39 +435,83 @@ class SqlSessionService:
         session.revision = revision
 
     async def list_sessions(
-        self, *, app_name: str, user_id: str | None = None
+        self,
+        *,
+        app_name: str,
+        user_id: str | None = None,
+        limit: int | None = None,
+        page_token: str | None = None,
     ) -> ListSessionsResponse:
         """List sessions without their events, oldest ``last_update_time`` first.
 
         Ties are broken by ``user_id`` then session id. Each session carries its
-        merged state and revision.
+        merged state and revision. Without ``limit`` every session is returned (ADK's
+        call); with it, one page, and ``next_page_token`` fetches the next (keyset
+        pagination: pages stay right while sessions are added, and a session updated
+        meanwhile may show up again later in the order).
 
         Args:
             user_id: one user's sessions; ``None`` lists every user of the app.
+            limit: the most sessions to return (a positive number), or ``None``.
+            page_token: ``next_page_token`` of the previous page.
+
+        Raises:
+            ValueError: ``limit`` is not positive, or ``page_token`` is not one this
+                method made.
         """
         check_identifier("app_name", app_name)
         if user_id is not None:
             check_identifier("user_id", user_id)
+        if limit is not None and limit < 1:
+            raise ValueError("limit must be a positive number of sessions")
+        after = _decode_page_token(page_token) if page_token else None
         async with self._transaction(write=False) as conn:
             rows, session_states = await queries.list_sessions(
-                conn, app_name=app_name, user_id=user_id
+                conn,
+                app_name=app_name,
+                user_id=user_id,
+                after=after,
+                limit=None if limit is None else limit + 1,
             )
+            more = limit is not None and len(rows) > limit
+            rows = rows[:limit]
             app = await queries.load_app_state(conn, app_name=app_name)
-            users = await queries.load_user_states(conn, app_name=app_name, user_id=user_id)
-        return self._list_response(
-            [
-                self._build_session(
-                    row,
-                    merge_state(
-                        app,
-                        users.get(row.user_id, {}),
-                        session_states.get((row.user_id, row.id), {}),
-                    ),
-                    [],
+            if user_id is not None or limit is None:
+                users = await queries.load_user_states(conn, app_name=app_name, user_id=user_id)
+            else:  # one page of every user's sessions: the state of those users only
+                users = await queries.load_user_states(
+                    conn, app_name=app_name, user_id=None, user_ids={r.user_id for r in rows}
                 )
-                for row in rows
-            ]
-        )
+        sessions = [
+            self._build_session(
+                row,
+                merge_state(
+                    app, users.get(row.user_id, {}), session_states.get((row.user_id, row.id), {})
+                ),
+                [],
+            )
+            for row in rows
+        ]
+        last = rows[-1] if more else None
+        token = _encode_page_token(last.update_time, last.user_id, last.id) if last else None
+        response: ListSessionsResponse = self._list_response(sessions, token)
+        return response
+
+    async def iter_sessions(
+        self, *, app_name: str, user_id: str | None = None, page_size: int = 500
+    ) -> AsyncIterator[Any]:
+        """Every session of :meth:`list_sessions`, read ``page_size`` at a time, so
+        that memory use does not grow with their number."""
+        token: str | None = None
+        while True:
+            page = await self.list_sessions(
+                app_name=app_name, user_id=user_id, limit=page_size, page_token=token
+            )
+            for session in page.sessions:
+                yield session
+            token = page.next_page_token
+            if token is None:
+                return
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Delete a session with its events and session state (no-op if absent).

@@ -1,0 +1,208 @@
+"""``python -m benchmarks run --backend sqlite|postgres [--url URL] [--size small|full]``
+
+Measures adk-sqlstore (core API and ADK classes) beside google-adk's own
+DatabaseSessionService and the raw-driver floor, in one run on one database, and prints
+one table per backend (medians of repeated runs). ``--markdown FILE`` also writes the
+tables as Markdown (benchmarks/RESULTS.md holds the latest full run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import platform
+import sqlite3
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from sqlalchemy.engine import make_url
+
+from adk_sqlstore.engine import create_engine, redact_url
+
+from .contenders import contenders
+from .memory_bench import MEMORY_SIZES, run_memory
+from .suite import SIZES, Figure, run_sessions
+
+DEFAULT_ADMIN = os.environ.get(
+    "ADK_SQLSTORE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+COLUMNS = [
+    "core",
+    "adk classes",
+    "ADK DatabaseSessionService",
+    "raw",
+    "ADK InMemoryMemoryService",
+    "ADK SqliteMemoryService",
+]
+
+
+async def _admin(admin_url: str, sql: str) -> str:
+    engine = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as conn:
+            result = await conn.exec_driver_sql(sql)
+            return str(result.scalar()) if result.returns_rows else ""
+    finally:
+        await engine.dispose()
+
+
+@contextlib.asynccontextmanager
+async def throwaway(backend: str, admin_url: str) -> AsyncIterator[str]:
+    """A fresh empty database: a temporary SQLite file, or a PostgreSQL database."""
+    if backend == "sqlite":
+        with tempfile.TemporaryDirectory() as folder:
+            yield f"sqlite:///{folder}/bench.db"
+        return
+    name = f"adk_sqlstore_bench_{uuid.uuid4().hex[:10]}"
+    await _admin(admin_url, f'CREATE DATABASE "{name}"')
+    try:
+        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        await _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def machine(backend: str, admin_url: str) -> list[str]:
+    from importlib.metadata import version
+
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem = ""
+    with contextlib.suppress(OSError, ValueError):
+        kb = int(Path("/proc/meminfo").read_text().split()[1])
+        mem = f", {kb / 2**20:.0f} GiB RAM"
+    db = f"SQLite {sqlite3.sqlite_version}"
+    if backend == "postgres":
+        db = "PostgreSQL " + asyncio.run(_admin(admin_url, "SHOW server_version")).split()[0]
+    return [
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {cpu}, {os.cpu_count()} CPUs{mem}",
+        f"Python {platform.python_version()}, {db}, adk-sqlstore {version('adk-sqlstore')},"
+        f" google-adk {version('google-adk')}, SQLAlchemy {version('sqlalchemy')}",
+    ]
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "events/s":
+        return f"{value:,.0f}"
+    return f"{value:,.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def _ratio(a: float | None, b: float | None, higher_is_better: bool) -> str:
+    if not a or not b:
+        return "-"
+    return f"{(a / b if higher_is_better else b / a):.2f}x"
+
+
+def table(backend: str, figures: list[Figure]) -> tuple[Table, str]:
+    """The rich table and its Markdown twin. Ratios are speedups (>1 is better for
+    adk-sqlstore): core and ADK classes against ADK's service, core against raw."""
+    present = [c for c in COLUMNS if any(c in f.values for f in figures)]
+    heads = ["figure", "unit", *present, "core vs ADK", "classes vs ADK", "core vs raw"]
+    rich = Table(title=f"{backend}: adk-sqlstore beside ADK and the raw driver")
+    for head in heads:
+        rich.add_column(head, justify="left" if head == "figure" else "right")
+    lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    notes: list[str] = []
+    for f in figures:
+        v = f.values
+        adk = v.get("ADK DatabaseSessionService")
+        cells = [
+            f.label,
+            f.unit,
+            *(_fmt(v.get(c), f.unit) for c in present),
+            _ratio(v.get("core"), adk, f.higher_is_better),
+            _ratio(v.get("adk classes"), adk, f.higher_is_better),
+            _ratio(v.get("core"), v.get("raw"), f.higher_is_better),
+        ]
+        if "ADK SqliteMemoryService" in v:  # memory: against ADK's persistent service
+            cells[-3] = _ratio(v.get("core"), v["ADK SqliteMemoryService"], f.higher_is_better)
+            cells[-3] += " (ADK SQLite)"
+        for name, error in f.extra.items():
+            if name in present:
+                cells[2 + present.index(name)] = "failed"
+                notes.append(f"{name}, {f.label}: {error}")
+        rich.add_row(*cells)
+        lines.append("| " + " | ".join(cells) + " |")
+    for note in notes:
+        rich.caption = (rich.caption + "\n" if rich.caption else "") + "failed: " + note
+        lines.append(f"\nFailed: {note}")
+    return rich, "\n".join(lines)
+
+
+async def measure(backend: str, args: argparse.Namespace, console: Console) -> list[Figure]:
+    """Every figure of one backend, on a throwaway database unless ``--url``."""
+
+    def progress(message: str) -> None:
+        console.print(f"  {backend}: {message}", style="dim")
+
+    @contextlib.asynccontextmanager
+    async def database(_: int = 0) -> AsyncIterator[str]:
+        if args.url:
+            yield args.url
+            return
+        async with throwaway(backend, args.postgres_admin_url) as url:
+            yield url
+
+    async with database() as url:
+        progress(f"database {redact_url(url)}")
+        figures = []
+        if not args.skip_sessions:
+            figures += await run_sessions(contenders(backend), url, SIZES[args.size], progress)
+        if not args.skip_memory:
+            figures += await run_memory(database, url, MEMORY_SIZES[args.size], progress)
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="measure and print the tables")
+    run.add_argument(
+        "--backend",
+        choices=["sqlite", "postgres"],
+        action="append",
+        help="repeat for both (default: both)",
+    )
+    run.add_argument("--url", help="use this empty database instead of a throwaway one")
+    run.add_argument("--size", choices=sorted(SIZES), default="small")
+    run.add_argument("--postgres-admin-url", default=DEFAULT_ADMIN)
+    run.add_argument("--markdown", type=Path, help="also write the tables to this file")
+    run.add_argument("--skip-memory", action="store_true", help="session figures only")
+    run.add_argument("--skip-sessions", action="store_true", help="memory figures only")
+    args = parser.parse_args(argv)
+    backends = args.backend or ["sqlite", "postgres"]
+    if args.url and len(backends) > 1:
+        parser.error("--url needs exactly one --backend")
+    console = Console(width=max(Console().width, 200))
+    markdown = [f"# Benchmarks ({args.size} size)", ""]
+    for backend in backends:
+        header = machine(backend, args.postgres_admin_url)
+        for line in header:
+            console.print(line, style="dim")
+        started = time.perf_counter()
+        figures = asyncio.run(measure(backend, args, console))
+        rich, md = table(backend, figures)
+        console.print(rich)
+        console.print(f"({time.perf_counter() - started:.0f} s)", style="dim")
+        markdown += [f"## {backend}", "", *(f"- {line}" for line in header), "", md, ""]
+    if args.markdown:
+        args.markdown.write_text("\n".join(markdown))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

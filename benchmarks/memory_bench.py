@@ -1,0 +1,278 @@
+"""Memory figures: ingestion throughput and search latency at scale.
+
+Text is generated: pronounceable words drawn with a Zipf distribution (a few very
+common words, a long tail of rare ones, as in conversation), so that posting lists are
+as skewed as real ones. Queries mix stop words and 3-6 drawn words.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from adk_sqlstore import Event, MemoryEntry, Session, SqlMemoryService
+
+from .suite import Figure
+
+APP = "bench-memory"
+_SYLLABLES = [
+    "ka",
+    "lo",
+    "mi",
+    "ne",
+    "ru",
+    "ta",
+    "vo",
+    "si",
+    "pe",
+    "da",
+    "qu",
+    "zo",
+    "ri",
+    "ba",
+    "te",
+    "ul",
+    "om",
+    "ar",
+    "en",
+    "is",
+]
+_STOP = ["what", "did", "i", "the", "a", "to", "about", "my", "is", "do", "when", "you"]
+
+
+@dataclass(frozen=True)
+class MemorySize:
+    ingest_events: int
+    scales: tuple[tuple[int, int, int], ...]  # (users, memories per user, heavy user's)
+    queries: int
+
+
+MEMORY_SIZES = {
+    "small": MemorySize(ingest_events=500, scales=((100, 10, 0), (100, 90, 1_000)), queries=40),
+    "full": MemorySize(
+        ingest_events=10_000, scales=((1_000, 10, 0), (999, 900, 100_100)), queries=200
+    ),
+}
+
+
+class Corpus:
+    def __init__(self, seed: int = 7, vocabulary: int = 20_000) -> None:
+        self.rng = random.Random(seed)
+        words = set()
+        while len(words) < vocabulary:
+            words.add("".join(self.rng.choice(_SYLLABLES) for _ in range(self.rng.randint(2, 4))))
+        self.words = sorted(words)
+        weights = [1 / (rank + 1) ** 1.07 for rank in range(vocabulary)]
+        total = sum(weights)
+        self.cumulative = []
+        acc = 0.0
+        for w in weights:
+            acc += w / total
+            self.cumulative.append(acc)
+
+    def word(self) -> str:
+        import bisect
+
+        return self.words[
+            min(bisect.bisect(self.cumulative, self.rng.random()), len(self.words) - 1)
+        ]
+
+    def sentence(self) -> str:
+        return " ".join(self.word() for _ in range(self.rng.randint(6, 18)))
+
+    def query(self) -> str:
+        words = [self.word() for _ in range(self.rng.randint(3, 6))]
+        words += self.rng.sample(_STOP, 3)
+        self.rng.shuffle(words)
+        return " ".join(words) + "?"
+
+
+def _percentiles(values: list[float]) -> tuple[float, float]:
+    q = statistics.quantiles(values, n=100, method="inclusive")
+    return q[49], q[94]
+
+
+def _core_sessions(corpus: Corpus, user: str, events: int) -> list[Session]:
+    sessions = []
+    for start in range(0, events, 50):
+        evs = [
+            Event(
+                author="user" if n % 2 else "assistant",
+                timestamp=1.7e9 + n,
+                content={"role": "user", "parts": [{"text": corpus.sentence()}]},
+            )
+            for n in range(start, min(start + 50, events))
+        ]
+        sessions.append(Session(id=str(uuid.uuid4()), app_name=APP, user_id=user, events=evs))
+    return sessions
+
+
+def _adk_sessions(sessions: list[Session]) -> list[Any]:
+    from google.adk.events import Event as AdkEvent
+    from google.adk.sessions import Session as AdkSession
+
+    return [
+        AdkSession(
+            id=s.id,
+            app_name=s.app_name,
+            user_id=s.user_id,
+            events=[AdkEvent.model_validate(e.model_dump()) for e in s.events],
+        )
+        for s in sessions
+    ]
+
+
+async def ingest_throughput(url: str, corpus: Corpus, size: MemorySize) -> dict[str, float]:
+    """events/s for add_session_to_memory: ours and ADK's two local services."""
+    from google.adk.memory import InMemoryMemoryService
+    from google.adk.memory._sqlite_memory_service import SqliteMemoryService
+
+    sessions = _core_sessions(corpus, "ingest", size.ingest_events)
+    adk = _adk_sessions(sessions)
+    result = {}
+    async with SqlMemoryService.from_url(url, auto_migrate=True) as memory:
+        start = time.perf_counter()
+        for session in sessions:
+            await memory.add_session_to_memory(session)
+        result["core"] = size.ingest_events / (time.perf_counter() - start)
+    in_memory = InMemoryMemoryService()
+    start = time.perf_counter()
+    for adk_session in adk:
+        await in_memory.add_session_to_memory(adk_session)
+    result["ADK InMemoryMemoryService"] = size.ingest_events / (time.perf_counter() - start)
+    with tempfile.TemporaryDirectory() as folder:
+        sqlite_memory = SqliteMemoryService(str(Path(folder) / "adk_memory.db"))
+        start = time.perf_counter()
+        for adk_session in adk:
+            await sqlite_memory.add_session_to_memory(adk_session)
+        result["ADK SqliteMemoryService"] = size.ingest_events / (time.perf_counter() - start)
+    return result
+
+
+async def _load_scale(
+    memory: SqlMemoryService,
+    corpus: Corpus,
+    users: int,
+    per_user: int,
+    heavy: int,
+    progress: Callable[[str], None],
+) -> None:
+    for n in range(users):
+        await memory.add_memory(
+            app_name=APP,
+            user_id=f"user-{n}",
+            memories=[
+                MemoryEntry(content={"parts": [{"text": corpus.sentence()}]}, timestamp=None)
+                for _ in range(per_user)
+            ],
+        )
+        if n % 100 == 99:
+            progress(f"memories: {n + 1:,} of {users:,} users loaded")
+    for start in range(0, heavy, 2_000):
+        await memory.add_memory(
+            app_name=APP,
+            user_id="heavy",
+            memories=[
+                MemoryEntry(content={"parts": [{"text": corpus.sentence()}]})
+                for _ in range(min(2_000, heavy - start))
+            ],
+        )
+
+
+async def _search_latencies(
+    search: Callable[[str, str], Any], corpus: Corpus, users: int, queries: int, heavy: bool
+) -> tuple[list[float], list[float]]:
+    normal, heavy_times = [], []
+    for _ in range(queries):
+        user = f"user-{corpus.rng.randrange(users)}"
+        start = time.perf_counter()
+        await search(user, corpus.query())
+        normal.append((time.perf_counter() - start) * 1000)
+        if heavy:
+            start = time.perf_counter()
+            await search("heavy", corpus.query())
+            heavy_times.append((time.perf_counter() - start) * 1000)
+    return normal, heavy_times
+
+
+async def run_memory(
+    url_for_scale: Callable[[int], Any], url: str, size: MemorySize, progress: Callable[[str], None]
+) -> list[Figure]:
+    """The memory figures; ``url_for_scale`` gives a fresh database per scale."""
+    corpus = Corpus()
+    figures = []
+    progress("memory: ingestion throughput")
+    throughput = await ingest_throughput(url, corpus, size)
+    fig = Figure("ingest", "add_session_to_memory", "events/s", True)
+    fig.values.update(throughput)
+    figures.append(fig)
+    for users, per_user, heavy in size.scales:
+        total = users * per_user + heavy
+        async with (
+            url_for_scale(total) as scale_url,
+            SqlMemoryService.from_url(scale_url, auto_migrate=True) as memory,
+        ):
+            progress(f"memory: loading {total:,} memories")
+            await _load_scale(memory, corpus, users, per_user, heavy, progress)
+            await memory.search_memory(app_name=APP, user_id="user-0", query="warm up")
+
+            async def ours(user: str, query: str, memory: SqlMemoryService = memory) -> Any:
+                return await memory.search_memory(app_name=APP, user_id=user, query=query)
+
+            normal, heavy_times = await _search_latencies(
+                ours, corpus, users, size.queries, heavy > 0
+            )
+        p50, p95 = _percentiles(normal)
+        label = f"search_memory at {total:,} memories ({users:,} users)"
+        fig_p50 = Figure(f"search50_{total}", label + ", p50", "ms", False, {"core": p50})
+        fig_p95 = Figure(f"search95_{total}", label + ", p95", "ms", False, {"core": p95})
+        if heavy:
+            h50, h95 = _percentiles(heavy_times)
+            fig_h = Figure(
+                f"heavy95_{total}",
+                f"search_memory, user with {heavy:,} memories, p95",
+                "ms",
+                False,
+                {"core": h95},
+            )
+            fig_h.label += f" (p50 {h50:.1f} ms)"
+        if total <= 20_000:  # ADK's services hold all of it in Python or re-read it
+            for name, (a50, a95) in (
+                await _adk_search(corpus, users, per_user, size.queries)
+            ).items():
+                fig_p50.values[name] = a50
+                fig_p95.values[name] = a95
+        figures += [fig_p50, fig_p95] + ([fig_h] if heavy else [])
+    return figures
+
+
+async def _adk_search(
+    corpus: Corpus, users: int, per_user: int, queries: int
+) -> dict[str, tuple[float, float]]:
+    """ADK's InMemoryMemoryService and SqliteMemoryService on the same data."""
+    from google.adk.memory import InMemoryMemoryService
+    from google.adk.memory._sqlite_memory_service import SqliteMemoryService
+
+    out: dict[str, tuple[float, float]] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for name, service in [
+            ("ADK InMemoryMemoryService", InMemoryMemoryService()),
+            ("ADK SqliteMemoryService", SqliteMemoryService(str(Path(folder) / "m.db"))),
+        ]:
+            for n in range(users):
+                for adk_session in _adk_sessions(_core_sessions(corpus, f"user-{n}", per_user)):
+                    await service.add_session_to_memory(adk_session)
+
+            async def search(user: str, query: str, service: Any = service) -> Any:
+                return await service.search_memory(app_name=APP, user_id=user, query=query)
+
+            normal, _ = await _search_latencies(search, corpus, users, queries, False)
+            out[name] = _percentiles(normal)
+    return out

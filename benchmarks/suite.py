@@ -1,0 +1,194 @@
+"""The session figures, measured for every contender on one database.
+
+Each figure is measured ``repeat`` times on fresh sessions; the median is reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+import tracemalloc
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .contenders import Contender, RawSqlite
+
+
+@dataclass(frozen=True)
+class Size:
+    appends: int  # figure 1: sequential appends to one session
+    tasks: int  # figure 2: concurrent tasks (one session each)
+    per_task: int
+    load: int  # figure 3: events in the session loaded whole
+    big: int  # figure 4: the long session for num_recent_events
+    sessions: int  # figure 5: sessions of one user
+    repeat: int
+
+
+SIZES = {
+    "small": Size(appends=100, tasks=20, per_task=5, load=200, big=2_000, sessions=200, repeat=1),
+    "full": Size(
+        appends=2_000, tasks=20, per_task=100, load=2_000, big=100_000, sessions=10_000, repeat=3
+    ),
+}
+
+
+@dataclass
+class Figure:
+    """One row of the results table: a value per contender."""
+
+    key: str
+    label: str
+    unit: str
+    higher_is_better: bool
+    values: dict[str, float] = field(default_factory=dict)
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+async def _median(repeat: int, once: Callable[[], Awaitable[float]]) -> float:
+    return statistics.median([await once() for _ in range(repeat)])
+
+
+async def warm_up(c: Contender) -> None:
+    """Pools, prepared statements and caches, before anything is timed."""
+    session = await c.create(f"warm-{uuid.uuid4().hex[:8]}")
+    for n in range(20):
+        await c.append(session, c.make_event(n))
+    await c.load(session_user(c, session), c.session_id(session), None)
+
+
+def session_user(c: Contender, session: Any) -> str:
+    return str(session["user"] if isinstance(session, dict) else session.user_id)
+
+
+async def append_sequential(c: Contender, size: Size) -> float:
+    async def once() -> float:
+        session = await c.create(f"seq-{uuid.uuid4().hex[:8]}")
+        events = [c.make_event(n) for n in range(size.appends)]
+        start = time.perf_counter()
+        for event in events:
+            await c.append(session, event)
+        return size.appends / (time.perf_counter() - start)
+
+    return await _median(size.repeat, once)
+
+
+async def append_concurrent(c: Contender, size: Size) -> float:
+    async def once() -> float:
+        sessions = [await c.create(f"conc-{n}-{uuid.uuid4().hex[:6]}") for n in range(size.tasks)]
+        start = time.perf_counter()
+        if isinstance(c, RawSqlite):
+            await c.concurrent(sessions, size.per_task)
+        else:
+
+            async def task(session: Any) -> None:
+                for n in range(size.per_task):
+                    await c.append(session, c.make_event(n))
+
+            await asyncio.gather(*(task(s) for s in sessions))
+        return size.tasks * size.per_task / (time.perf_counter() - start)
+
+    return await _median(size.repeat, once)
+
+
+async def _timed_load(
+    c: Contender, user: str, session_id: str, recent: int | None, repeat: int
+) -> float:
+    await c.load(user, session_id, recent)  # warm caches and prepared statements
+    times = []
+    for _ in range(max(repeat, 3)):
+        start = time.perf_counter()
+        await c.load(user, session_id, recent)
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+async def sessions_to_load(c: Contender, size: Size) -> dict[str, tuple[str, str]]:
+    """The sessions figures 3 and 4 read: (user, session id) by name."""
+    made = {}
+    for name, count in (("load", size.load), ("big", size.big)):
+        user = f"{name}-{uuid.uuid4().hex[:8]}"
+        made[name] = (user, await c.bulk(user, count))
+    return made
+
+
+async def list_many(c: Contender, size: Size) -> tuple[float, float]:
+    """(ms, peak MiB of Python allocations) to list a user with many sessions."""
+    user = f"many-{uuid.uuid4().hex[:8]}"
+    for _ in range(size.sessions):
+        await c.create(user)
+    await c.list(user)
+    times = []
+    peak = 0.0
+    for _ in range(max(size.repeat, 3)):
+        tracemalloc.start()
+        start = time.perf_counter()
+        count = await c.list(user)
+        times.append((time.perf_counter() - start) * 1000)
+        peak = max(peak, tracemalloc.get_traced_memory()[1] / 2**20)
+        tracemalloc.stop()
+        assert count == size.sessions, (c.name, count)
+    return statistics.median(times), peak
+
+
+async def run_sessions(
+    contenders: list[Contender], url: str, size: Size, progress: Callable[[str], None]
+) -> list[Figure]:
+    """Every session figure for every contender."""
+    figures = {
+        "append": Figure(
+            "append", f"append_event, sequential, {size.appends:,} events", "events/s", True
+        ),
+        "concurrent": Figure(
+            "concurrent",
+            f"append_event, {size.tasks} tasks on {size.tasks} sessions",
+            "events/s",
+            True,
+        ),
+        "load": Figure("load", f"get_session, {size.load:,} events", "ms", False),
+        "recent_small": Figure(
+            "recent_small", f"num_recent_events=20, {size.load:,}-event session", "ms", False
+        ),
+        "recent_big": Figure(
+            "recent_big", f"num_recent_events=20, {size.big:,}-event session", "ms", False
+        ),
+        "list": Figure("list", f"list_sessions, {size.sessions:,} sessions", "ms", False),
+        "list_mem": Figure("list_mem", "list_sessions peak memory", "MiB", False),
+    }
+
+    async def measure(figure: str, c: Contender, job: Callable[[], Awaitable[Any]]) -> Any:
+        try:
+            return await job()
+        except Exception as exc:  # a contender failing is a result, not a crash
+            reason = str(exc).splitlines()[0][:80]
+            figures[figure].extra[c.name] = f"{type(exc).__name__}: {reason}"
+            progress(f"{c.name}: {figures[figure].label} failed: {reason}")
+            return None
+
+    for c in contenders:
+        await c.open(url)
+        try:
+            progress(f"{c.name}: appends")
+            await warm_up(c)
+            for key, job in (("append", append_sequential), ("concurrent", append_concurrent)):
+                value = await measure(key, c, lambda job=job, c=c: job(c, size))
+                if value is not None:
+                    figures[key].values[c.name] = value
+            progress(f"{c.name}: loads (writing a {size.big:,}-event session)")
+            made = await sessions_to_load(c, size)
+            for key, name, recent in (
+                ("load", "load", None),
+                ("recent_small", "load", 20),
+                ("recent_big", "big", 20),
+            ):
+                figures[key].values[c.name] = await _timed_load(c, *made[name], recent, size.repeat)
+            progress(f"{c.name}: listing {size.sessions:,} sessions")
+            listed = await measure("list", c, lambda c=c: list_many(c, size))
+            if listed is not None:
+                figures["list"].values[c.name], figures["list_mem"].values[c.name] = listed
+        finally:
+            await c.close()
+    return list(figures.values())
