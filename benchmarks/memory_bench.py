@@ -57,7 +57,7 @@ class MemorySize:
 MEMORY_SIZES = {
     "small": MemorySize(ingest_events=500, scales=((100, 10, 0), (100, 90, 1_000)), queries=40),
     "full": MemorySize(
-        ingest_events=10_000, scales=((1_000, 10, 0), (999, 900, 100_100)), queries=200
+        ingest_events=10_000, scales=((1_000, 10, 0), (1_000, 900, 100_000)), queries=200
     ),
 }
 

@@ -354,14 +354,74 @@ async def test_crowded_index_still_returns_the_users_best_rows(
     assert {m.custom_metadata["session_id"] for m in found.memories} == {s.id}
 
 
+async def test_a_big_users_top_k_is_the_exact_bm25_top_k(memory: SqlMemoryService) -> None:
+    """A user with 3,200 memories (past the size PostgreSQL scores in one read, so
+    candidates come MaxScore-style over several reads, and with words held by more than
+    half of them):
+    the scores returned are the exact best BM25 scores, recomputed here from the texts
+    (tf = 1, idf = ln(1 + (N - df + 0.5) / (df + 0.5)), k1 = 1.2, b = 0.75)."""
+    import math
+
+    rng = random.Random(3)
+    rare = [f"r{n:03d}q" for n in range(400)]
+    docs = []
+    # "mida" in 1,050 long memories, "midb" in 1,150 short ones: a search for both reads
+    # mida's first and must go on to midb's, whose short memories score best.
+    docs += [["mida", *rng.sample(rare, 15)] for _ in range(1050)]
+    docs += [["midb", *rng.sample(rare, rng.randint(0, 1))] for _ in range(1150)]
+    docs += [rng.sample(rare, rng.randint(2, 9)) for _ in range(1000)]
+    for d in docs[1050:]:
+        d += ["cmon"] if rng.random() < 0.8 else []  # in more than half of all memories
+        d += ["midc"] if rng.random() < 0.3 else []
+    await memory.add_memory(
+        app_name=APP,
+        user_id="big",
+        memories=[MemoryEntry(content={"parts": [{"text": " ".join(d)}]}) for d in docs],
+    )
+    n = len(docs)
+    avgdl = sum(len(d) for d in docs) / n
+    df: dict[str, int] = {}
+    for d in docs:
+        for w in d:
+            df[w] = df.get(w, 0) + 1
+
+    def bm25(doc: list[str], query: list[str]) -> float:
+        weight = 2.2 / (1 + 1.2 * (0.25 + 0.75 * len(doc) / avgdl))
+        idf = sum(math.log(1 + (n - df[w] + 0.5) / (df[w] + 0.5)) for w in set(query) if w in doc)
+        return weight * idf
+
+    queries = [["mida", "midb"], ["mida", "midb", "cmon"], ["cmon"], ["midc", "mida", "midb"]]
+    queries += [
+        rng.sample(rare, rng.randint(0, 3)) + rng.sample(["mida", "midb", "midc", "cmon"], 2)
+        for _ in range(12)
+    ]
+    for query in queries:
+        found = await search(memory, "what about " + " ".join(query) + "?", user="big")
+        expected = sorted((bm25(d, query) for d in docs if set(d) & set(query)), reverse=True)
+        got = [m.custom_metadata["score"] for m in found.memories]
+        assert got == pytest.approx(expected[:10], rel=1e-9), query
+        assert all(set(t.split()) & set(query) for t in texts(found)), query
+
+
 @pytest.mark.postgres
 async def test_postgres_search_uses_the_gin_index(postgres_url: str) -> None:
-    """On a table big enough that the planner prefers it, the tsvector match goes through
-    the GIN index, combined with the (app_name, user_id) filter in the same scan."""
-    from adk_sqlstore.dialect import _POSTGRES_SEARCH
+    """On a table big enough that the planner prefers it, the tsvector match and the
+    (app_name, user_id) filter are one GIN index scan: the user's postings only."""
+    from adk_sqlstore.dialect import _PG_BEST, _PG_CANDIDATES
+    from adk_sqlstore.text import search_scope
 
     rng = random.Random(7)
     words = [f"w{n:04d}x" for n in range(3000)]
+    params = {
+        "app_name": APP,
+        "user_id": "heavy",
+        "all_terms": ["'w0042x'"],
+        "idfs": [3.0],
+        "wanted": "'w0042x'",
+        "avgdl": 8.0,
+        "limit": 10,
+        "search_scope": search_scope(APP, "heavy"),
+    }
     async with SqlMemoryService.from_url(postgres_url) as memory:
         for user in ("heavy", "neighbour"):
             for _ in range(15):
@@ -373,27 +433,21 @@ async def test_postgres_search_uses_the_gin_index(postgres_url: str) -> None:
                         for _ in range(1000)
                     ],
                 )
+        plans = []
         async with memory.engine.connect() as conn:
             await conn.execute(text("ANALYZE sqlstore_memories"))
             await conn.commit()
-            plan = "\n".join(
-                row[0]
-                for row in (
-                    await conn.execute(
-                        text("EXPLAIN " + _POSTGRES_SEARCH.text),
-                        {
-                            "app_name": APP,
-                            "user_id": "heavy",
-                            "query": "which w0042x?",
-                            "limit": 10,
-                        },
-                    )
-                ).all()
-            )
+            for statement in (_PG_CANDIDATES.text, _PG_BEST.format(seen="")):
+                result = await conn.execute(text("EXPLAIN " + statement), params)
+                plans.append("\n".join(row[0] for row in result.all()))
         found = await memory.search_memory(app_name=APP, user_id="heavy", query="which w0042x?")
-    assert "Bitmap Index Scan on ix_sqlstore_memories_search_vector" in plan, plan
-    assert "(user_id = 'heavy'::text)" in plan, plan
-    assert found.memories and all("w0042x" in texts(found)[n] for n in range(len(texts(found))))
+    for plan in plans:
+        assert "Bitmap Index Scan on ix_sqlstore_memories_search" in plan, plan
+        index_condition = plan.split("Index Cond: ")[-1].splitlines()[0]
+        assert f"search_scope = '{search_scope(APP, 'heavy')}'" in index_condition, plan
+        assert "search_vector @@" in index_condition, plan
+        assert "app_name = 'app'" in plan and "user_id = 'heavy'" in plan, plan
+    assert found.memories and all("w0042x" in t for t in texts(found))
 
 
 # -- what must never be remembered ----------------------------------------------------

@@ -1,9 +1,10 @@
 """Long-term memory: memories with full-text search, per-user statistics, ingestions.
 
-PostgreSQL: a stored generated tsvector column (``english`` configuration) with a GIN
-index, and a trigger keeping ``sqlstore_memory_stats`` (document and lexeme counts per
-user, for BM25 ranking). SQLite: an external-content FTS5 table (Porter stemmer) and
-triggers keeping it and the per-user document and word counts in sync.
+PostgreSQL: a stored generated tsvector column (``english`` configuration) in a GIN
+index with the user's scope token, and triggers keeping ``sqlstore_memory_stats``
+(document and lexeme counts per user) for BM25 ranking. SQLite: an external-content
+FTS5 table (Porter stemmer) and triggers keeping it and the per-user document and word
+counts in sync.
 
 Revision ID: 0002
 Revises: 0001
@@ -25,26 +26,79 @@ down_revision: str | Sequence[str] | None = "0001"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-_PG_STATS_FUNCTION = """
-CREATE FUNCTION sqlstore_memory_stats_sync() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  IF TG_OP IN ('DELETE', 'UPDATE') THEN
-    UPDATE sqlstore_memory_stats
-       SET doc_count = doc_count - 1,
-           lexeme_count = lexeme_count - length(OLD.search_vector)
-     WHERE app_name = OLD.app_name AND user_id = OLD.user_id;
-  END IF;
-  IF TG_OP IN ('INSERT', 'UPDATE') THEN
-    INSERT INTO sqlstore_memory_stats AS s (app_name, user_id, doc_count, lexeme_count)
-    VALUES (NEW.app_name, NEW.user_id, 1, length(NEW.search_vector))
-    ON CONFLICT (app_name, user_id) DO UPDATE
-       SET doc_count = s.doc_count + 1,
-           lexeme_count = s.lexeme_count + EXCLUDED.lexeme_count;
-  END IF;
-  RETURN NULL;
-END
-$$
-"""
+# PostgreSQL: per-user statistics for BM25 in sqlstore_memory_stats (the number of
+# memories and their total length in tsvector lexemes), kept by statement-level triggers:
+# one aggregate write per statement, however many rows it touched.
+_PG_TRIGGER_FUNCTIONS = [
+    """
+    CREATE FUNCTION sqlstore_memories_counted() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF TG_OP IN ('DELETE', 'UPDATE') THEN
+        UPDATE sqlstore_memory_stats AS s
+           SET doc_count = s.doc_count - o.docs, lexeme_count = s.lexeme_count - o.lexemes
+          FROM (SELECT app_name, user_id, count(*) AS docs,
+                       sum(length(search_vector)) AS lexemes
+                  FROM old_rows GROUP BY app_name, user_id) AS o
+         WHERE s.app_name = o.app_name AND s.user_id = o.user_id;
+      END IF;
+      IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO sqlstore_memory_stats AS s (app_name, user_id, doc_count, lexeme_count)
+        SELECT app_name, user_id, count(*), sum(length(search_vector))
+          FROM new_rows GROUP BY app_name, user_id
+        ON CONFLICT (app_name, user_id) DO UPDATE
+           SET doc_count = s.doc_count + EXCLUDED.doc_count,
+               lexeme_count = s.lexeme_count + EXCLUDED.lexeme_count;
+      END IF;
+      RETURN NULL;
+    END
+    $$
+    """,
+]
+_PG_TRIGGERS = [
+    "CREATE TRIGGER sqlstore_memories_counted_insert AFTER INSERT ON sqlstore_memories"
+    " REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT"
+    " EXECUTE FUNCTION sqlstore_memories_counted()",
+    "CREATE TRIGGER sqlstore_memories_counted_update AFTER UPDATE ON sqlstore_memories"
+    " REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT"
+    " EXECUTE FUNCTION sqlstore_memories_counted()",
+    "CREATE TRIGGER sqlstore_memories_counted_delete AFTER DELETE ON sqlstore_memories"
+    " REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT"
+    " EXECUTE FUNCTION sqlstore_memories_counted()",
+]
+
+
+def _create_search_index_postgres() -> None:
+    """One GIN index over (search_scope, search_vector), so that a search reads the
+    user's postings only: search_scope is one token for (app_name, user_id) and
+    btree_gin, a contrib extension, indexes it. (Indexing app_name itself would make
+    the planner cost every search as if it read the whole app's postings.) Without the
+    right to create btree_gin, a GIN index on search_vector alone: the user filter then
+    comes from the b-tree index, which is slower for words common across many users.
+
+    fastupdate is off: with it on, new entries wait in a pending list that every search
+    scans until VACUUM merges it, which made search p95 on 1,000,000 memories several
+    times slower after a burst of ingestion; off, ingestion is about a third slower
+    (4,900 -> 3,300 events/s in our benchmark) and searches stay fast."""
+    bind = op.get_bind()
+    try:
+        with bind.begin_nested():
+            bind.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS btree_gin")
+        op.execute(
+            "CREATE INDEX ix_sqlstore_memories_search ON sqlstore_memories"
+            " USING gin (search_scope, search_vector) WITH (fastupdate = off)"
+        )
+    except sa.exc.DBAPIError as exc:
+        import logging
+
+        logging.getLogger("adk_sqlstore.migrations").warning(
+            "btree_gin is not available (%s); indexing search_vector alone",
+            str(exc.orig).splitlines()[0],
+        )
+        op.execute(
+            "CREATE INDEX ix_sqlstore_memories_search ON sqlstore_memories"
+            " USING gin (search_vector) WITH (fastupdate = off)"
+        )
+
 
 _SQLITE_FTS = """
 CREATE VIRTUAL TABLE sqlstore_memories_fts USING fts5(
@@ -164,16 +218,11 @@ def upgrade() -> None:
             "ALTER TABLE sqlstore_memories ADD COLUMN search_vector tsvector"
             " GENERATED ALWAYS AS (to_tsvector('english'::regconfig, text)) STORED"
         )
-        op.execute(
-            "CREATE INDEX ix_sqlstore_memories_search_vector ON sqlstore_memories"
-            " USING gin (search_vector)"
-        )
-        op.execute(_PG_STATS_FUNCTION)
-        op.execute(
-            "CREATE TRIGGER sqlstore_memory_stats_sync AFTER INSERT OR DELETE OR UPDATE OF"
-            " text, app_name, user_id ON sqlstore_memories FOR EACH ROW"
-            " EXECUTE FUNCTION sqlstore_memory_stats_sync()"
-        )
+        _create_search_index_postgres()
+        for function in _PG_TRIGGER_FUNCTIONS:
+            op.execute(function)
+        for trigger in _PG_TRIGGERS:
+            op.execute(trigger)
     elif dialect == "sqlite":
         op.execute(_SQLITE_FTS)
         for trigger in _SQLITE_TRIGGERS:
@@ -183,8 +232,11 @@ def upgrade() -> None:
 def downgrade() -> None:
     dialect = op.get_bind().dialect.name
     if dialect == "postgresql":
-        op.execute("DROP TRIGGER IF EXISTS sqlstore_memory_stats_sync ON sqlstore_memories")
-        op.execute("DROP FUNCTION IF EXISTS sqlstore_memory_stats_sync()")
+        for name in ("insert", "update", "delete"):
+            op.execute(
+                f"DROP TRIGGER IF EXISTS sqlstore_memories_counted_{name} ON sqlstore_memories"
+            )
+        op.execute("DROP FUNCTION IF EXISTS sqlstore_memories_counted()")
     elif dialect == "sqlite":
         for name in ("insert", "delete", "update"):
             op.execute(f"DROP TRIGGER IF EXISTS sqlstore_memories_fts_{name}")

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Table, or_, text
+from sqlalchemy import Table, bindparam, or_, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect, Row
 from sqlalchemy.exc import DBAPIError, IntegrityError
@@ -68,171 +69,412 @@ def upsert(
     )
 
 
-_MEMORY_COLUMNS = (
-    "m.id, m.session_id, m.event_id, m.author, m.timestamp, m.content, m.custom_metadata"
-)
+# -- memory search ----------------------------------------------------------------------
+#
+# Ranking is BM25 (Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and
+# Beyond", 2009) with term frequency taken as 1 (memories are short turns) and statistics
+# over the user's own memories only:
+#     score(d) = sum over query terms t in d of  idf(t) * (k1 + 1) / (1 + k1 * norm(d))
+#     idf(t) = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5)),  norm(d) = 1 - b + b * dl(d) / avgdl
+# N and avgdl come from sqlstore_memory_stats; df(t) is counted among the user's memories
+# (SQLite: by FTS5; PostgreSQL: through the GIN index up to _EXACT_DF, estimated past it,
+# see _PostgresSearch.terms). Terms
+# are the dialect's own: PostgreSQL's english stemmer and stop words, SQLite FTS5's Porter
+# stemmer with the same stop words dropped from the query.
+#
+# Any term may match. On PostgreSQL, to keep a user with 100,000 memories fast,
+# candidates are read MaxScore-style (Turtle & Flood, "Query evaluation: strategies and
+# optimizations", 1995): first the memories holding the rarest terms, scored exactly on
+# every term; more terms are added only while a memory holding none of the terms read so
+# far could still beat the k-th score found. The result is the exact top k; a query made
+# only of very common words still reads every memory that holds one of them. SQLite
+# scores every match in one statement (see _SqliteSearch).
 
-# BM25 (Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond",
-# 2009) over PostgreSQL's own lexemes: the query is stemmed and stripped of stop words by
-# to_tsvector('english'), any term may match (OR), and each matching term adds
-#   idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
-# with idf = ln(1 + (N - df + 0.5) / (df + 0.5)) over this user's memories only (N and
-# avgdl from sqlstore_memory_stats, df counted among the matching rows). The app/user
-# filter and the tsvector match are one WHERE clause: the planner combines the
-# (app_name, user_id) index with the GIN index on search_vector (the tsquery is an
-# InitPlan, computed once). Ties go to the newer memory.
-_POSTGRES_SEARCH = text(f"""
-WITH terms AS (
-    SELECT DISTINCT lexeme AS term FROM unnest(to_tsvector('english'::regconfig, :query))
-),
-q AS (
-    SELECT string_agg(
-        '''' || replace(replace(term, '\\', '\\\\'), '''', '''''') || '''', ' | '
-    )::tsquery AS tsq
-    FROM terms
-),
-stats AS (
-    SELECT greatest(doc_count, 1)::float8 AS n,
-           greatest(lexeme_count::float8 / greatest(doc_count, 1), 1) AS avgdl
-    FROM sqlstore_memory_stats WHERE app_name = :app_name AND user_id = :user_id
-),
-docs AS (
-    SELECT m.pk, m.search_vector
-    FROM sqlstore_memories m
-    WHERE m.app_name = :app_name AND m.user_id = :user_id
-      AND m.search_vector @@ (SELECT tsq FROM q)
-),
-hits AS (
-    SELECT d.pk, length(d.search_vector) AS dl, u.lexeme,
-           coalesce(array_length(u.positions, 1), 1) AS tf
-    FROM docs d CROSS JOIN LATERAL unnest(d.search_vector) u
-    WHERE u.lexeme IN (SELECT term FROM terms)
-),
-df AS (SELECT lexeme, count(*) AS df FROM hits GROUP BY lexeme),
-scored AS (
-    SELECT h.pk, sum(
-        ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5))
-        * h.tf * ({BM25_K1} + 1)
-        / (h.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * h.dl / s.avgdl))
-    ) AS score
-    FROM hits h JOIN df USING (lexeme) CROSS JOIN stats s
-    GROUP BY h.pk
-)
-SELECT {_MEMORY_COLUMNS}, scored.score
-FROM scored JOIN sqlstore_memories m ON m.pk = scored.pk
-ORDER BY scored.score DESC, m.timestamp DESC, m.pk DESC
-LIMIT :limit
+_TERMS_PER_QUERY = 64  # the rarest distinct terms of a query count
+_FIRST_READ = 2_000  # candidates read in the first round, by summed document frequency
+
+
+@dataclass
+class _Term:
+    text: str
+    df: int
+    idf: float = 0.0
+
+
+@dataclass
+class _Candidate:
+    pk: int
+    timestamp: float
+    dl: int
+    flags: list[bool]
+
+
+class _SearchBackend:
+    """The dialect-specific reads of a search."""
+
+    async def terms(self) -> tuple[list[_Term], float, float] | None:
+        """The query's terms with their document frequency, N and avgdl."""
+        raise NotImplementedError
+
+    async def best(
+        self, wanted: list[_Term], seen: list[_Term], terms: list[_Term], avgdl: float, limit: int
+    ) -> list[tuple[float, float, int]]:
+        """The top ``limit`` as (score, timestamp, pk), best first, of the memories
+        holding a ``wanted`` term but no ``seen`` one, scored on all ``terms``."""
+        raise NotImplementedError
+
+    async def rows(self, pks: list[int]) -> dict[int, Row[Any]]:
+        raise NotImplementedError
+
+    async def rank(
+        self, terms: list[_Term], avgdl: float, limit: int
+    ) -> list[tuple[float, float, int]]:
+        """The top ``limit`` as (score, timestamp, pk), best first: MaxScore over
+        :meth:`best` (terms are sorted rarest first).
+
+        A term held by more than half of the user's memories (idf < ln 2) scores the
+        memories found through the query's other terms but finds none itself, unless
+        the query has no other term: such a word says little (it adds at most 1.17 to a
+        score where a rare word adds 10), and reading all its memories is what would
+        make a search over 100,000 of them slow.
+        """
+        # A term adds at most idf * (k1 + 1) / (1 + k1 * (1 - b)) to a memory's score.
+        ceiling = [t.idf * (BM25_K1 + 1) / (1 + BM25_K1 * (1 - BM25_B)) for t in terms]
+        finding = [t for t in terms if t.idf >= math.log(2)] or terms
+        read = 1
+        while read < len(finding) and sum(t.df for t in finding[: read + 1]) <= _FIRST_READ:
+            read += 1
+        scored: list[tuple[float, float, int]] = []
+        seen: list[_Term] = []
+        while True:
+            scored += await self.best(finding[len(seen) : read], seen, terms, avgdl, limit)
+            seen = finding[:read]
+            scored.sort(reverse=True)
+            del scored[limit:]
+            unread = sum(ceiling[read : len(finding)])
+            if read == len(finding) or (len(scored) == limit and unread < scored[-1][0]):
+                return scored
+            read += 1
+
+
+_MEMORY_ROWS = text(
+    "SELECT pk, id, session_id, event_id, author, timestamp, content, custom_metadata"
+    " FROM sqlstore_memories WHERE app_name = :app_name AND user_id = :user_id"
+    " AND pk IN :pks"
+).bindparams(bindparam("pks", expanding=True))
+
+
+class _Scope:
+    def __init__(self, conn: AsyncConnection, app_name: str, user_id: str, query: str) -> None:
+        self.conn = conn
+        self.params: dict[str, Any] = {"app_name": app_name, "user_id": user_id}
+        self.query = query
+
+    async def rows(self, pks: list[int]) -> dict[int, Row[Any]]:
+        result = await self.conn.execute(_MEMORY_ROWS, {**self.params, "pks": pks})
+        return {row.pk: row for row in result.all()}
+
+    async def stats(self) -> tuple[float, float] | None:
+        row = (
+            await self.conn.execute(
+                text(
+                    "SELECT doc_count, lexeme_count FROM sqlstore_memory_stats"
+                    " WHERE app_name = :app_name AND user_id = :user_id"
+                ),
+                self.params,
+            )
+        ).first()
+        if row is None or row.doc_count <= 0:
+            return None
+        return float(row.doc_count), max(row.lexeme_count / row.doc_count, 1.0)
+
+
+def _tsquery_lexeme(term: str) -> str:
+    """A lexeme as tsquery text: quoted, so that no character is query syntax."""
+    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+_EXACT_DF = 2_000  # PostgreSQL counts a term's documents exactly up to this many
+
+# Lexemes, each with its matches among the user's memories counted up to
+# :cap (the GIN index holds the user's scope token: only the user's postings are read).
+_PG_TERMS = text(r"""
+SELECT t.term, (
+    SELECT count(*) FROM (
+        SELECT 1 FROM sqlstore_memories m
+        WHERE m.app_name = :app_name AND m.user_id = :user_id
+          AND m.search_scope = :search_scope
+          AND m.search_vector @@ CAST(
+              '''' || replace(replace(t.term, '\', '\\'), '''', '''''') || '''' AS tsquery)
+        LIMIT :cap
+    ) AS hits
+) AS df
+FROM unnest(CAST(:terms AS TEXT[])) AS t(term)
 """)
 
-# SQLite: the same BM25 over FTS5's Porter-stemmed index, with per-user statistics.
-# FTS5's own bm25() counts terms over the whole table (every user), and gives words found
-# in more than half of the rows no weight at all, so a user's first memories would rank by
-# length alone. Instead each query word is matched on its own, restricted to the user's
-# rows by their scope token inside the MATCH expression: the counts give the word's
-# document frequency among this user's memories (the IDF is computed in Python, SQLite
-# having no guaranteed ln()), and a row's score is
-#   (sum of the IDF of the words it contains) * (k1 + 1) / (1 + k1 * (1 - b + b * dl / avgdl))
-# i.e. BM25 with term frequency taken as 1 (memories are short turns). N and avgdl come
-# from sqlstore_memory_stats, dl is the row's token_count.
-_SQLITE_MAX_TERMS = 64  # the rarest words of a query are kept; SQLite compounds <= 500
+_PG_LEXEMES = text("SELECT DISTINCT lexeme FROM unnest(to_tsvector('english'::regconfig, :query))")
+
+# The commonest lexemes of the column and their share of rows (kept by ANALYZE).
+_PG_COMMON = text(
+    "SELECT CAST(CAST(most_common_elems AS TEXT) AS TEXT[]), most_common_elem_freqs"
+    " FROM pg_stats WHERE tablename = 'sqlstore_memories' AND attname = 'search_vector'"
+)
+_COMMON_TTL = 300.0  # seconds a process keeps those statistics
+_common_cache: dict[str, tuple[float, dict[str, float]]] = {}
 
 
-def _sqlite_hits(count: int, select: str) -> str:
-    return " UNION ALL ".join(select.format(i=i) for i in range(count))
+async def _common_lexemes(conn: AsyncConnection) -> dict[str, float]:
+    """Lexeme -> share of memories holding it, for the commonest lexemes (cached)."""
+    key = conn.engine.url.render_as_string(hide_password=True)
+    cached = _common_cache.get(key)
+    if cached and cached[0] > time.monotonic():
+        return cached[1]
+    row = (await conn.execute(_PG_COMMON)).first()
+    shares: dict[str, float] = {}
+    if row is not None and row[0] is not None:
+        shares = dict(zip(row[0], row[1], strict=False))
+    _common_cache[key] = (time.monotonic() + _COMMON_TTL, shares)
+    return shares
 
 
-async def _search_sqlite(
-    conn: AsyncConnection, app_name: str, user_id: str, terms: list[str], limit: int
-) -> Sequence[Row[Any]]:
-    stats = (
-        await conn.execute(
-            text(
-                "SELECT doc_count, lexeme_count FROM sqlstore_memory_stats"
-                " WHERE app_name = :app_name AND user_id = :user_id"
-            ),
-            {"app_name": app_name, "user_id": user_id},
-        )
-    ).first()
-    if stats is None or stats.doc_count <= 0:
-        return []
-    n = float(stats.doc_count)
-    avgdl = max(stats.lexeme_count / n, 1.0)
-    scope = _fts5_string(search_scope(app_name, user_id))
-    matches = [f"search_scope : {scope} AND text : {_fts5_string(t)}" for t in terms]
-    weights: list[tuple[float, str]] = []
-    for start in range(0, len(matches), 400):
-        chunk = matches[start : start + 400]
-        counts = await conn.execute(
-            text(
-                _sqlite_hits(
-                    len(chunk),
-                    "SELECT {i}, count(*) FROM sqlstore_memories_fts"
-                    " WHERE sqlstore_memories_fts MATCH :m{i}",
+_PG_CANDIDATES = text("""
+SELECT m.pk, m.timestamp, length(m.search_vector) AS dl,
+       ARRAY(SELECT m.search_vector @@ CAST(x.q AS tsquery)
+             FROM unnest(CAST(:all_terms AS TEXT[])) WITH ORDINALITY AS x(q, i)
+             ORDER BY x.i) AS flags
+FROM sqlstore_memories m
+WHERE m.app_name = :app_name AND m.user_id = :user_id AND m.search_scope = :search_scope
+  AND m.search_vector @@ CAST(:wanted AS tsquery)
+""")
+
+
+# The best :limit of the memories holding a :wanted lexeme and no :seen one (BM25 above).
+_PG_BEST = f"""
+SELECT score, m.timestamp, m.pk
+FROM sqlstore_memories m,
+LATERAL (
+    SELECT (
+        SELECT sum(x.idf) FROM unnest(CAST(:all_terms AS TEXT[]), CAST(:idfs AS FLOAT8[]))
+            AS x(q, idf)
+        WHERE m.search_vector @@ CAST(x.q AS tsquery)
+    ) * ({BM25_K1} + 1)
+    / (1 + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * length(m.search_vector) / :avgdl)) AS score
+) AS s
+WHERE m.app_name = :app_name AND m.user_id = :user_id AND m.search_scope = :search_scope
+  AND m.search_vector @@ CAST(:wanted AS tsquery) {{seen}}
+ORDER BY score DESC, m.timestamp DESC, m.pk DESC
+LIMIT :limit
+"""
+
+
+class _PostgresSearch(_Scope, _SearchBackend):
+    """A user with at most ``_EXACT_DF`` memories: every memory matching a query term
+    is read once, with a flag per term, which gives the exact document frequencies and
+    all the scores. A bigger user: document frequencies counted (and estimated past
+    ``_EXACT_DF``), then MaxScore reads (:meth:`_SearchBackend.rank`)."""
+
+    def __init__(self, conn: AsyncConnection, app_name: str, user_id: str, query: str) -> None:
+        super().__init__(conn, app_name, user_id, query)
+        self._every_match: list[_Candidate] | None = None
+        self._read_terms: list[str] = []
+
+    async def terms(self) -> tuple[list[_Term], float, float] | None:
+        stats = await self.stats()
+        if stats is None:
+            return None
+        n = stats[0]
+        if n <= _EXACT_DF:
+            rows = await self.conn.execute(_PG_LEXEMES, {"query": self.query})
+            terms = [_Term(term, 0) for (term,) in rows]
+            if terms:
+                self._every_match = await self._every_match_of(terms)
+                self._read_terms = [t.text for t in terms]
+                for i, t in enumerate(terms):
+                    t.df = sum(c.flags[i] for c in self._every_match)
+            return terms, *stats
+        return await self._counted_terms(n), *stats
+
+    async def _counted_terms(self, n: float) -> list[_Term]:
+        """Document frequencies counted exactly up to ``_EXACT_DF``, or estimated.
+
+        A term that ANALYZE lists among the column's commonest lexemes gets N times
+        its share of rows when that comes to ``_EXACT_DF`` or more: it is not counted,
+        as counting reads its whole posting list (78,000 entries for a common word of
+        a user with 100,000 memories). A term counted up to the cap gets the larger of
+        the cap and that estimate. Either estimate only moves the weight of very
+        common words, which is small either way.
+        """
+        shares = await _common_lexemes(self.conn)
+        lexemes = [term for (term,) in await self.conn.execute(_PG_LEXEMES, {"query": self.query})]
+        estimated = {t: round(shares.get(t, 0.0) * n) for t in lexemes}
+        to_count = [t for t in lexemes if estimated[t] < _EXACT_DF]
+        counted: dict[str, int] = {}
+        if to_count:
+            params = {
+                **self.params,
+                "terms": to_count,
+                "cap": _EXACT_DF,
+                "search_scope": search_scope(self.params["app_name"], self.params["user_id"]),
+            }
+            counted = {t: int(df) for t, df in await self.conn.execute(_PG_TERMS, params)}
+        terms = []
+        for t in lexemes:
+            df = counted.get(t, _EXACT_DF)
+            if df >= _EXACT_DF:
+                df = min(int(n), max(_EXACT_DF, estimated[t]))
+            terms.append(_Term(t, df))
+        return terms
+
+    async def rank(
+        self, terms: list[_Term], avgdl: float, limit: int
+    ) -> list[tuple[float, float, int]]:
+        if self._every_match is None:
+            return await super().rank(terms, avgdl, limit)
+        order = [self._read_terms.index(t.text) for t in terms]
+        scored = []
+        for c in self._every_match:
+            flags = [c.flags[i] for i in order]
+            if any(flags):
+                scored.append(
+                    (
+                        _bm25(_Candidate(c.pk, c.timestamp, c.dl, flags), terms, avgdl),
+                        c.timestamp,
+                        c.pk,
+                    )
                 )
-            ),
-            {f"m{i}": m for i, m in enumerate(chunk)},
-        )
-        for i, df in counts.all():
-            if df:
-                weights.append((math.log(1 + (n - df + 0.5) / (df + 0.5)), chunk[i]))
-    if not weights:
-        return []
-    weights = sorted(weights, reverse=True)[:_SQLITE_MAX_TERMS]
-    hits = _sqlite_hits(
-        len(weights),
-        "SELECT rowid AS pk, :w{i} AS w FROM sqlstore_memories_fts"
-        " WHERE sqlstore_memories_fts MATCH :m{i}",
-    )
-    sql = f"""
-        WITH hits AS ({hits})
-        SELECT {_MEMORY_COLUMNS},
-               sum(hits.w) * ({BM25_K1} + 1)
-               / (1 + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * m.token_count / :avgdl)) AS score
-        FROM hits JOIN sqlstore_memories m ON m.pk = hits.pk
-        WHERE m.app_name = :app_name AND m.user_id = :user_id
-        GROUP BY m.pk
-        ORDER BY score DESC, m.timestamp DESC, m.pk DESC
-        LIMIT :limit
-    """
-    params: dict[str, Any] = {
-        "app_name": app_name,
-        "user_id": user_id,
-        "limit": limit,
-        "avgdl": avgdl,
-    }
-    for i, (weight, match) in enumerate(weights):
-        params[f"w{i}"] = weight
-        params[f"m{i}"] = match
-    return (await conn.execute(text(sql), params)).all()
+        scored.sort(reverse=True)
+        return scored[:limit]
+
+    async def _every_match_of(self, terms: list[_Term]) -> list[_Candidate]:
+        """Every memory holding one of ``terms``, with a flag per term."""
+        lexemes = [_tsquery_lexeme(t.text) for t in terms]
+        params = {
+            **self.params,
+            "search_scope": search_scope(self.params["app_name"], self.params["user_id"]),
+            "all_terms": lexemes,
+            "wanted": " | ".join(lexemes),
+        }
+        result = await self.conn.execute(_PG_CANDIDATES, params)
+        return [_Candidate(pk, ts, dl, list(flags)) for pk, ts, dl, flags in result.all()]
+
+    async def best(
+        self, wanted: list[_Term], seen: list[_Term], terms: list[_Term], avgdl: float, limit: int
+    ) -> list[tuple[float, float, int]]:
+        params = {
+            **self.params,
+            "search_scope": search_scope(self.params["app_name"], self.params["user_id"]),
+            "all_terms": [_tsquery_lexeme(t.text) for t in terms],
+            "idfs": [t.idf for t in terms],
+            "wanted": " | ".join(_tsquery_lexeme(t.text) for t in wanted),
+            "avgdl": avgdl,
+            "limit": limit,
+        }
+        seen_sql = ""
+        if seen:
+            seen_sql = "AND NOT m.search_vector @@ CAST(:seen AS tsquery)"
+            params["seen"] = " | ".join(_tsquery_lexeme(t.text) for t in seen)
+        result = await self.conn.execute(text(_PG_BEST.format(seen=seen_sql)), params)
+        return [(float(score), ts, pk) for score, ts, pk in result.all()]
 
 
 def _fts5_string(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
+class _SqliteSearch(_Scope, _SearchBackend):
+    """FTS5 reads restricted to the user's rows by their scope token in the MATCH
+    expression (so no other user's postings are read). All matching rows are scored in
+    one statement: FTS5 cannot say cheaply which of a few rows hold a common word, so
+    MaxScore's second reads would cost more than they save; a user with 100,000 memories
+    pays for the postings of the query's words (see benchmarks/RESULTS.md)."""
+
+    def _match(self, term: str) -> str:
+        scope = _fts5_string(search_scope(self.params["app_name"], self.params["user_id"]))
+        return f"search_scope : {scope} AND text : {_fts5_string(term)}"
+
+    async def terms(self) -> tuple[list[_Term], float, float] | None:
+        stats = await self.stats()
+        if stats is None:
+            return None
+        words = query_terms(self.query)
+        found: list[_Term] = []
+        for start in range(0, len(words), 400):  # SQLite: at most 500 terms in a compound
+            chunk = words[start : start + 400]
+            sql = " UNION ALL ".join(
+                f"SELECT {i}, count(*) FROM sqlstore_memories_fts"
+                f" WHERE sqlstore_memories_fts MATCH :m{i}"
+                for i in range(len(chunk))
+            )
+            counts = await self.conn.execute(
+                text(sql), {f"m{i}": self._match(w) for i, w in enumerate(chunk)}
+            )
+            found += [_Term(chunk[i], int(df)) for i, df in counts.all()]
+        return found, *stats
+
+    async def rank(
+        self, terms: list[_Term], avgdl: float, limit: int
+    ) -> list[tuple[float, float, int]]:
+        hits = " UNION ALL ".join(
+            f"SELECT rowid AS pk, :w{i} AS w FROM sqlstore_memories_fts"
+            f" WHERE sqlstore_memories_fts MATCH :m{i}"
+            for i in range(len(terms))
+        )
+        sql = f"""
+            WITH hits AS ({hits})
+            SELECT sum(hits.w) * ({BM25_K1} + 1)
+                   / (1 + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * m.token_count / :avgdl))
+                   AS score, m.timestamp, m.pk
+            FROM hits JOIN sqlstore_memories m ON m.pk = hits.pk
+            WHERE m.app_name = :app_name AND m.user_id = :user_id
+            GROUP BY m.pk
+            ORDER BY score DESC, m.timestamp DESC, m.pk DESC
+            LIMIT :limit
+        """
+        params: dict[str, Any] = {**self.params, "limit": limit, "avgdl": avgdl}
+        for i, term in enumerate(terms):
+            params[f"w{i}"] = term.idf
+            params[f"m{i}"] = self._match(term.text)
+        return [(score, ts, pk) for score, ts, pk in (await self.conn.execute(text(sql), params))]
+
+
+def _bm25(candidate: _Candidate, terms: list[_Term], avgdl: float) -> float:
+    norm = 1 - BM25_B + BM25_B * candidate.dl / avgdl
+    weight = (BM25_K1 + 1) / (1 + BM25_K1 * norm)
+    return weight * sum(t.idf for t, hit in zip(terms, candidate.flags, strict=True) if hit)
+
+
 async def search_memories(
     conn: AsyncConnection, *, app_name: str, user_id: str, query: str, limit: int
-) -> Sequence[Row[Any]]:
+) -> list[tuple[Row[Any], float]]:
     """Rank one user's memories against a natural-language query, best first.
 
     Any query term may match; stop words are ignored; no input raises (the query is
-    never parsed as search syntax). Rows: id, session_id, event_id, author, timestamp,
-    content, custom_metadata, score (higher is better).
+    never parsed as search syntax). Returns (row, score) pairs; rows have pk, id,
+    session_id, event_id, author, timestamp, content, custom_metadata; the score is
+    BM25, higher is better.
     """
     query = valid_unicode(query[:MAX_QUERY_CHARS]).replace("\x00", " ")
-    terms = query_terms(query)
     limit = min(limit, MAX_SEARCH_RESULTS)
-    if not terms or limit <= 0:
+    if not query_terms(query) or limit <= 0:
         return []
-    if conn.dialect.name == "postgresql":
-        params = {
-            "app_name": app_name,
-            "user_id": user_id,
-            "limit": limit,
-            "query": query,
-        }
-        return (await conn.execute(_POSTGRES_SEARCH, params)).all()
-    return await _search_sqlite(conn, app_name, user_id, terms, limit)
+    backend: _SearchBackend = (
+        _PostgresSearch(conn, app_name, user_id, query)
+        if conn.dialect.name == "postgresql"
+        else _SqliteSearch(conn, app_name, user_id, query)
+    )
+    found = await backend.terms()
+    if found is None:
+        return []
+    terms, n, avgdl = found
+    terms = [t for t in terms if t.df > 0]
+    for t in terms:
+        t.idf = math.log(1 + (n - t.df + 0.5) / (t.df + 0.5))
+    terms = sorted(terms, key=lambda t: (-t.idf, t.text))[:_TERMS_PER_QUERY]
+    if not terms:
+        return []
+    scored = await backend.rank(terms, avgdl, limit)
+    rows = await backend.rows([pk for _, _, pk in scored])
+    return [(rows[pk], score) for score, _, pk in scored if pk in rows]
 
 
 def is_unique_violation(exc: IntegrityError) -> bool:

@@ -159,6 +159,13 @@ def create_engine(
         kwargs.setdefault("pool_size", 20)
         kwargs.setdefault("max_overflow", 20)
     if normalized.get_backend_name() == "sqlite":
+        database = normalized.database or ""
+        if database and database != ":memory:" and not database.startswith("file:"):
+            folder = Path(database).expanduser().resolve().parent
+            if not folder.is_dir():  # fail here, not in aiosqlite's thread
+                raise ValueError(
+                    f"the folder {folder} of SQLite database {database} does not exist"
+                )
         # Every transaction of this library ends in COMMIT or ROLLBACK, so the pool's
         # extra ROLLBACK on check-in would only cost a trip to aiosqlite's thread.
         kwargs.setdefault("pool_reset_on_return", None)

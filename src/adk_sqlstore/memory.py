@@ -459,11 +459,9 @@ class SqlMemoryService:
                 conn, app_name=app_name, user_id=user_id, query=query, limit=limit
             )
         memories = []
-        for row in rows:
+        for row, score in rows:
             metadata = json.loads(row.custom_metadata)
-            metadata.update(
-                session_id=row.session_id, event_id=row.event_id, score=float(row.score)
-            )
+            metadata.update(session_id=row.session_id, event_id=row.event_id, score=score)
             memories.append(
                 MemoryEntry(
                     id=row.id,

@@ -193,7 +193,7 @@ memory_ingestions = Table(
 SEARCH_OBJECTS = {
     "postgresql": {
         "columns": {("sqlstore_memories", "search_vector")},
-        "indexes": {"ix_sqlstore_memories_search_vector"},
+        "indexes": {"ix_sqlstore_memories_search"},
         "tables": set(),
     },
     "sqlite": {
@@ -204,6 +204,7 @@ SEARCH_OBJECTS = {
 }
 """Full-text search objects each dialect's migration adds beyond the tables above:
 PostgreSQL a generated ``tsvector`` column ``search_vector`` (``english``
-configuration) with a GIN index; SQLite an external-content FTS5 table (Porter
+configuration) in a GIN index with ``search_scope`` (btree_gin, where it can be
+created); SQLite an external-content FTS5 table (Porter
 stemmer) kept in sync by triggers. They are not declared in ``metadata`` because they
 exist on one dialect only."""
