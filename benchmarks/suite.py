@@ -99,7 +99,7 @@ async def _timed_load(
 ) -> float:
     await c.load(user, session_id, recent)  # warm caches and prepared statements
     times = []
-    for _ in range(max(repeat, 3)):
+    for _ in range(max(3 * repeat, 3)):  # loads are quick: more runs, a steadier median
         start = time.perf_counter()
         await c.load(user, session_id, recent)
         times.append((time.perf_counter() - start) * 1000)
