@@ -201,3 +201,43 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         for nodeid in _skipped_postgres:
             print(f"  {nodeid}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# -- figures the reliability tests report (processes, operations, faults, inputs) -------
+
+_figures: dict[str, list[str]] = {}
+_tallies: dict[str, dict[str, int]] = {}
+
+
+class Figures:
+    """Lines of figures a test reports; printed at the end of the run (and copied into
+    docs/reliability.md)."""
+
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+
+    def add(self, line: str) -> None:
+        _figures.setdefault(self.nodeid, []).append(line)
+
+    def tally(self, **counts: int) -> None:
+        """Add to running totals (for a test hypothesis runs many times)."""
+        totals = _tallies.setdefault(self.nodeid, {})
+        for name, n in counts.items():
+            totals[name] = totals.get(name, 0) + n
+
+
+@pytest.fixture
+def figures(request: pytest.FixtureRequest) -> Figures:
+    return Figures(request.node.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not _figures and not _tallies:
+        return
+    terminalreporter.section("reliability figures")
+    for nodeid, lines in _figures.items():
+        for line in lines:
+            terminalreporter.write_line(f"{nodeid}: {line}")
+    for nodeid, totals in _tallies.items():
+        shown = ", ".join(f"{name.replace('_', ' ')} {n}" for name, n in totals.items())
+        terminalreporter.write_line(f"{nodeid}: {shown}")

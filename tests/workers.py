@@ -5,7 +5,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from adk_sqlstore import Event, SqlSessionService, StaleSessionError
+from adk_sqlstore import (
+    Event,
+    EventActions,
+    GetSessionConfig,
+    SqlMemoryService,
+    SqlSessionService,
+    StaleSessionError,
+)
 
 
 def race_appends(
@@ -48,3 +55,144 @@ def create_with_auto_migrate(url: str, n: int, results: Any) -> None:
         results.put(f"ok {n}")
     except Exception as exc:  # reported to the test, which shows it
         results.put(f"{type(exc).__name__}: {exc}")
+
+
+def _fold(events: list[Any]) -> dict[str, Any]:
+    state: dict[str, Any] = {}
+    for event in events:
+        state.update(event.actions.state_delta or {})
+    return state
+
+
+def retrying_appender(url: str, session_id: str, name: str, count: int, results: Any) -> None:
+    """Append ``count`` events to one shared session, reloading and retrying after
+    every ``StaleSessionError``; report the ids that were accepted, in order."""
+
+    async def run() -> tuple[list[str], int, int]:
+        accepted: list[str] = []
+        attempts = stale = 0
+        recent = GetSessionConfig(num_recent_events=1)
+        async with SqlSessionService.from_url(url) as service:
+            key = {"app_name": "race", "user_id": "u1", "session_id": session_id}
+            session = await service.get_session(**key, config=recent)
+            for n in range(count):
+                while True:
+                    attempts += 1
+                    event = Event(
+                        author=name,
+                        invocation_id=f"{name}-{n}",
+                        actions=EventActions(
+                            state_delta={
+                                "last_writer": name,
+                                f"count_{name}": n + 1,
+                                f"user:{name}": n + 1,
+                            }
+                        ),
+                    )
+                    try:
+                        await service.append_event(session, event)
+                    except StaleSessionError:
+                        stale += 1
+                        session = await service.get_session(**key, config=recent)
+                        continue
+                    accepted.append(event.id)
+                    break
+        return accepted, attempts, stale
+
+    try:
+        results.put((name, *asyncio.run(run())))
+    except Exception as exc:  # reported to the test, which shows it
+        results.put((name, f"{type(exc).__name__}: {exc}", 0, 0))
+
+
+def key_writer(url: str, name: str, count: int, results: Any) -> None:
+    """On a session of its own (user u1), set ``user:<name>`` and ``app:<name>`` to
+    1..count, one append each."""
+
+    async def run() -> None:
+        async with SqlSessionService.from_url(url) as service:
+            session = await service.create_session(app_name="race", user_id="u1")
+            for n in range(1, count + 1):
+                delta = {f"user:{name}": n, f"app:{name}": n, "n": n}
+                await service.append_event(
+                    session, Event(author=name, actions=EventActions(state_delta=delta))
+                )
+
+    try:
+        asyncio.run(run())
+        results.put((name, "ok"))
+    except Exception as exc:
+        results.put((name, f"{type(exc).__name__}: {exc}"))
+
+
+def endless_writer(url: str, user_id: str, seed: int) -> None:
+    """Until killed: new sessions of ``user_id``, 12 appends each with session, user:
+    and app: keys, memory ingestion every 4 appends and at the end."""
+    import random
+
+    rng = random.Random(seed)
+
+    async def run() -> None:
+        async with (
+            SqlSessionService.from_url(url) as service,
+            SqlMemoryService(service.engine) as memory,
+        ):
+            while True:
+                session = await service.create_session(app_name="crash", user_id=user_id)
+                for n in range(1, 13):
+                    words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 8)))
+                    delta = {
+                        "n": n,
+                        f"user:last_{session.id}": n,
+                        f"app:{user_id}": n,
+                        "words": words,
+                    }
+                    await service.append_event(
+                        session,
+                        Event(
+                            author="user" if n % 2 else "agent",
+                            content={"role": "user", "parts": [{"text": words}]} if n % 3 else None,
+                            actions=EventActions(state_delta=delta),
+                        ),
+                    )
+                    if n % 4 == 0:
+                        await memory.add_session_to_memory(session)
+
+    asyncio.run(run())
+
+
+WORDS = "lunch thali pancakes waffles badminton garage bicycle canteen soup tea".split()
+
+
+def contended_writer(url: str, name: str, count: int, results: Any) -> None:
+    """Several kinds of write in a loop on one SQLite file: create, append, ingest,
+    list, delete. Reports errors rather than raising."""
+
+    async def run() -> int:
+        done = 0
+        async with (
+            SqlSessionService.from_url(url) as service,
+            SqlMemoryService(service.engine) as memory,
+        ):
+            for n in range(count):
+                s = await service.create_session(app_name="busy", user_id=name)
+                for k in range(3):
+                    await service.append_event(
+                        s,
+                        Event(
+                            author="user",
+                            content={"role": "user", "parts": [{"text": f"turn {k} of {n}"}]},
+                            actions=EventActions(state_delta={f"user:k{k}": n}),
+                        ),
+                    )
+                await memory.add_session_to_memory(s)
+                await service.list_sessions(app_name="busy", user_id=name)
+                if n % 2:
+                    await service.delete_session(app_name="busy", user_id=name, session_id=s.id)
+                done += 1
+        return done
+
+    try:
+        results.put((name, asyncio.run(run())))
+    except Exception as exc:
+        results.put((name, f"{type(exc).__name__}: {exc}"))

@@ -32,7 +32,7 @@ from .models import (
     SearchMemoryResponse,
     Session,
 )
-from .sessions import SqlSessionService
+from .sessions import PruneReport, SqlSessionService
 
 __all__ = [
     "AdkSqlStoreError",
@@ -50,6 +50,7 @@ __all__ = [
     "MemoryCheckpoint",
     "MemoryEntry",
     "Part",
+    "PruneReport",
     "SchemaNotMigratedError",
     "SearchMemoryResponse",
     "Session",

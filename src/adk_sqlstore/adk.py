@@ -65,6 +65,7 @@ from .memory import IngestReport, MemoryCheckpoint
 from .memory import SqlMemoryService as CoreMemoryService
 from .redaction import Redactor
 from .sessions import SqlSessionService as CoreSessionService
+from .validation import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_STATE_VALUE_BYTES
 
 __all__ = ["PagedListSessionsResponse", "SqlMemoryService", "SqlSessionService"]
 
@@ -175,6 +176,8 @@ class SqlSessionService(BaseSessionService):
         auto_migrate: as for :meth:`adk_sqlstore.SqlSessionService.from_url`
             (default: SQLite yes, PostgreSQL no).
         memory_checkpoint: ingest into memory every N appended events.
+        max_event_bytes, max_state_value_bytes: size limits (default 8 MiB per event,
+            1 MiB per state value), as for :class:`adk_sqlstore.SqlSessionService`.
         **kwargs: passed to ``create_async_engine``; ``agents_dir`` (given by ADK's
             service registry) is ignored.
     """
@@ -186,19 +189,24 @@ class SqlSessionService(BaseSessionService):
         engine: AsyncEngine | None = None,
         auto_migrate: bool | None = None,
         memory_checkpoint: MemoryCheckpoint | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        max_state_value_bytes: int = DEFAULT_MAX_STATE_VALUE_BYTES,
         **kwargs: Any,
     ) -> None:
         kwargs.pop("agents_dir", None)
+        limits: dict[str, Any] = {
+            "memory_checkpoint": memory_checkpoint,
+            "max_event_bytes": max_event_bytes,
+            "max_state_value_bytes": max_state_value_bytes,
+        }
         if engine is not None:
-            self._core = _AdkModels(
-                engine, auto_migrate=auto_migrate, memory_checkpoint=memory_checkpoint
-            )
+            self._core = _AdkModels(engine, auto_migrate=auto_migrate, **limits)
         else:
             url, uri_auto = parse_uri(uri)
             self._core = _AdkModels.from_url(
                 url,
                 auto_migrate=auto_migrate if auto_migrate is not None else uri_auto,
-                memory_checkpoint=memory_checkpoint,
+                **limits,
                 **kwargs,
             )
 

@@ -11,6 +11,7 @@ import asyncio
 import json
 import math
 import sys
+import time
 from collections.abc import Coroutine, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -31,7 +32,7 @@ from .errors import AdkSqlStoreError
 from .memory import IngestReport, SqlMemoryService
 from .models import Event, Session
 from .session_json import dump_session, load_sessions, session_files
-from .sessions import SqlSessionService
+from .sessions import PruneReport, SqlSessionService
 from .state import APP_PREFIX, USER_PREFIX
 
 app = typer.Typer(
@@ -497,6 +498,105 @@ def forget_user(
         _consoles.out.print(f"forgot {user} in {app_name}: deleted {shown}")
 
     _run(run())
+
+
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def _age(value: str) -> timedelta:
+    """``90d``, ``12h``, ``30m``, ``45s``, ``2w`` (or ``1.5d``) as a timedelta."""
+    text = value.strip().lower()
+    try:
+        amount = float(text[:-1]) if text and text[-1] in _AGE_UNITS else math.nan
+    except ValueError:
+        amount = math.nan
+    if not math.isfinite(amount) or amount < 0 or amount > 100_000 * 365:
+        raise typer.BadParameter(
+            f"{value!r} is not an age such as 90d, 12h, 30m, 45s or 2w", param_hint="--older-than"
+        )
+    return timedelta(seconds=amount * _AGE_UNITS[text[-1]])
+
+
+def _counts(report: PruneReport) -> str:
+    parts = [
+        f"{report.sessions} session(s)",
+        f"{report.events} event(s)",
+        f"{report.session_state_keys} session state key(s)",
+    ]
+    if report.with_memories:
+        parts.append(f"{report.memories} memories")
+    return ", ".join(parts)
+
+
+@app.command()
+def prune(
+    older_than: Annotated[
+        str,
+        typer.Option(
+            "--older-than",
+            metavar="AGE",
+            help="Delete sessions not updated for this long: 90d, 12h, 30m, 45s, 2w.",
+        ),
+    ],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only count what would be deleted.")
+    ] = False,
+    with_memories: Annotated[
+        bool, typer.Option("--memories", help="Also delete the memories made from them.")
+    ] = False,
+    app_name: Annotated[
+        str | None, typer.Option("--app", metavar="APP", help="Only this app.")
+    ] = None,
+    batch_size: Annotated[
+        int,
+        typer.Option(metavar="N", min=1, max=100_000, help="Sessions deleted per transaction."),
+    ] = 1000,
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+    url: UrlOption = None,
+) -> None:
+    """Delete old sessions with their events (a retention policy; suits cron).
+
+    Sessions not updated for AGE go, with their events and session state, in batches
+    of whole sessions. User and app state stay; so do memories unless --memories.
+    """
+    age = _age(older_than)
+    url = _database(url)
+
+    async def count() -> PruneReport:
+        async with SqlSessionService.from_url(url) as service:
+            return await service.prune(
+                older_than=age, app_name=app_name, with_memories=with_memories, dry_run=True
+            )
+
+    planned = _run(count())
+    since = datetime.fromtimestamp(planned.cutoff, UTC).isoformat(timespec="seconds")
+    if dry_run or planned.sessions == 0:
+        verb = "would delete" if dry_run else "deleted"
+        _consoles.out.print(f"{verb} {_counts(planned)} (not updated since {since})")
+        return
+    if not yes:
+        typer.confirm(f"Delete {_counts(planned)} not updated since {since}?", abort=True)
+
+    async def run() -> PruneReport:
+        async with SqlSessionService.from_url(url) as service:
+            with Progress(
+                TextColumn("pruning"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("sessions"),
+                console=_consoles.out,
+            ) as progress:
+                task = progress.add_task("prune", total=planned.sessions)
+                return await service.prune(
+                    older_than=time.time() - planned.cutoff,  # the cutoff confirmed
+                    app_name=app_name,
+                    with_memories=with_memories,
+                    batch_size=batch_size,
+                    on_batch=lambda batch: progress.update(task, advance=batch.sessions),
+                )
+
+    done = _run(run())
+    _consoles.out.print(f"deleted {_counts(done)} (not updated since {since})")
 
 
 @app.command("import-adk")

@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from .errors import DatabaseUnavailableError
@@ -184,8 +184,11 @@ def create_engine(
 def configure_engine(
     engine: AsyncEngine, *, sqlite_busy_timeout: float = DEFAULT_SQLITE_BUSY_TIMEOUT
 ) -> None:
-    """Install the SQLite connection settings on ``engine`` (idempotent; no-op for
-    other databases).
+    """Install this library's connection settings on ``engine`` (idempotent).
+
+    PostgreSQL: a pooled connection the server has closed (a restart, an idle
+    timeout) is replaced when it is checked out, without a round trip: asyncpg knows
+    its socket is gone, so the call runs on a new connection instead of failing.
 
     Each new SQLite connection gets ``journal_mode=WAL``, ``synchronous=NORMAL``
     (durable across application crashes), ``foreign_keys=ON`` and a busy timeout.
@@ -195,7 +198,19 @@ def configure_engine(
     failing with "database is locked" when it upgrades a read lock.
     """
     sync_engine = engine.sync_engine
-    if sync_engine.dialect.name != "sqlite" or getattr(sync_engine, "_adk_sqlstore", False):
+    if getattr(sync_engine, "_adk_sqlstore", False):
+        return
+    sync_engine._adk_sqlstore = True  # type: ignore[attr-defined]
+    if sync_engine.dialect.name == "postgresql":
+
+        @event.listens_for(sync_engine, "checkout")
+        def _on_checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+            driver = getattr(dbapi_connection, "driver_connection", None)
+            if driver is not None and driver.is_closed():
+                raise DisconnectionError("the server closed this pooled connection")
+
+        return
+    if sync_engine.dialect.name != "sqlite":
         return
     busy_ms = int(sqlite_busy_timeout * 1000)
 
@@ -211,18 +226,27 @@ def configure_engine(
         finally:
             cursor.close()
 
+    @event.listens_for(sync_engine, "reset")
+    def _on_reset(dbapi_connection: Any, _record: Any, reset_state: Any) -> None:
+        # The pool does not roll back on check-in (pool_reset_on_return=None, one trip
+        # to aiosqlite's thread saved per call); a transaction a cancelled read left
+        # open is rolled back here, so that no pooled connection keeps one.
+        raw = getattr(getattr(dbapi_connection, "driver_connection", None), "_conn", None)
+        if reset_state.asyncio_safe and raw is not None and raw.in_transaction:
+            dbapi_connection.rollback()
+
     @event.listens_for(sync_engine, "begin")
     def _on_begin(conn: Any) -> None:
         write = conn.get_execution_options().get(WRITE_OPTION, False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
-    sync_engine._adk_sqlstore = True  # type: ignore[attr-defined]
 
 
 def database_error(url: str | URL, exc: BaseException) -> DatabaseUnavailableError:
     """A :class:`DatabaseUnavailableError` describing a driver or network error on
     ``url``, in one line, with passwords hidden."""
     orig = getattr(exc, "orig", None) or exc
+    while orig.__cause__ is not None:  # the driver's own error, not an adapter's wrapper
+        orig = orig.__cause__
     detail = (str(orig).splitlines() or [""])[0]
     return DatabaseUnavailableError(
         f"database error on {redact_url(url)}: {type(orig).__name__}: {detail}"

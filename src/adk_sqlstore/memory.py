@@ -43,7 +43,7 @@ from .engine import create_engine, resolve_url
 from .errors import AdkSqlStoreError, DatabaseUnavailableError
 from .models import Content, MemoryEntry, Part, SearchMemoryResponse
 from .redaction import Redactor, build_filter
-from .sessions import AUTO_MIGRATE_MARK, SqlSessionService
+from .sessions import AUTO_MIGRATE_MARK, SqlSessionService, write_completes
 from .text import indexed_text, search_scope, text_of, token_count, valid_unicode
 from .validation import check_identifier, check_json_value, check_text_field, check_timestamp
 
@@ -268,6 +268,7 @@ class SqlMemoryService:
 
     # -- writing ------------------------------------------------------------------
 
+    @write_completes
     async def add_session_to_memory(self, session: Any) -> IngestReport:
         """Store the session's events that carry text, one memory per event.
 
@@ -335,6 +336,7 @@ class SqlMemoryService:
         except (AttributeError, TypeError, ValueError):
             return None
 
+    @write_completes
     async def add_events_to_memory(
         self,
         *,
@@ -371,6 +373,7 @@ class SqlMemoryService:
             await queries.upsert_memories(conn, rows)
         return len(rows)
 
+    @write_completes
     async def add_memory(
         self,
         *,
@@ -475,6 +478,7 @@ class SqlMemoryService:
 
     # -- forgetting ---------------------------------------------------------------
 
+    @write_completes
     async def delete_memories(
         self,
         *,

@@ -53,6 +53,8 @@ __all__ = [
     "load_session",
     "load_states",
     "load_user_states",
+    "prune_batch",
+    "prune_counts",
     "session_revision",
     "write_state",
 ]
@@ -434,6 +436,86 @@ async def delete_session(
         )
     result = await conn.execute(delete(sessions).where(_session_key(app_name, user_id, session_id)))
     return bool(result.rowcount)
+
+
+# -- retention ------------------------------------------------------------------------
+
+# Keys per IN list of (app_name, user_id, session_id): 3 bound parameters each.
+_KEYS_PER_STATEMENT = 300
+
+
+def _stale(cutoff: float, app_name: str | None) -> list[ColumnElement[bool]]:
+    conditions = [sessions.c.update_time < cutoff]
+    if app_name is not None:
+        conditions.append(sessions.c.app_name == app_name)
+    return conditions
+
+
+def _pruned_tables(with_memories: bool) -> list[tuple[str, Any]]:
+    tables = [
+        ("events", events),
+        ("session_state_keys", session_state),
+        ("memory_ingestions", memory_ingestions),
+    ]
+    if with_memories:
+        tables.append(("memories", memories))
+    return tables
+
+
+async def prune_counts(
+    conn: AsyncConnection, *, cutoff: float, app_name: str | None, with_memories: bool
+) -> dict[str, int]:
+    """Rows :func:`prune_batch` would delete in all, by kind (``sessions``, ...)."""
+    stale = (
+        select(sessions.c.app_name, sessions.c.user_id, sessions.c.id)
+        .where(*_stale(cutoff, app_name))
+        .subquery()
+    )
+    counts = {
+        "sessions": int((await conn.execute(select(func.count()).select_from(stale))).scalar_one())
+    }
+    for name, table in _pruned_tables(with_memories):
+        joined = table.join(
+            stale,
+            and_(
+                table.c.app_name == stale.c.app_name,
+                table.c.user_id == stale.c.user_id,
+                table.c.session_id == stale.c.id,
+            ),
+        )
+        stmt = select(func.count()).select_from(joined)
+        counts[name] = int((await conn.execute(stmt)).scalar_one())
+    return counts
+
+
+async def prune_batch(
+    conn: AsyncConnection, *, cutoff: float, app_name: str | None, with_memories: bool, limit: int
+) -> dict[str, int]:
+    """Delete up to ``limit`` sessions last updated before ``cutoff`` (oldest first),
+    with their events, session state and ingestion records, and with ``with_memories``
+    their memories; returns rows deleted by kind. The sessions are locked while read
+    (PostgreSQL: FOR UPDATE; SQLite: the caller's write transaction), so a session
+    appended to meanwhile is either kept or its append fails; user and app state are
+    never touched."""
+    stmt = (
+        select(sessions.c.app_name, sessions.c.user_id, sessions.c.id)
+        .where(*_stale(cutoff, app_name))
+        .order_by(sessions.c.update_time, sessions.c.app_name, sessions.c.user_id, sessions.c.id)
+        .limit(limit)
+        .with_for_update()
+    )
+    keys = [tuple(row) for row in (await conn.execute(stmt)).all()]
+    counts = {"sessions": 0, **{name: 0 for name, _ in _pruned_tables(with_memories)}}
+    for start in range(0, len(keys), _KEYS_PER_STATEMENT):
+        chunk = keys[start : start + _KEYS_PER_STATEMENT]
+        for name, table in _pruned_tables(with_memories):
+            key = tuple_(table.c.app_name, table.c.user_id, table.c.session_id)
+            result = await conn.execute(delete(table).where(key.in_(chunk)))
+            counts[name] += int(result.rowcount)
+        key = tuple_(sessions.c.app_name, sessions.c.user_id, sessions.c.id)
+        result = await conn.execute(delete(sessions).where(key.in_(chunk)))
+        counts["sessions"] += int(result.rowcount)
+    return counts
 
 
 # -- memory ---------------------------------------------------------------------------

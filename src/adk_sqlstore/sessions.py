@@ -16,15 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import functools
 import gc
 import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, Self, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
@@ -38,6 +42,7 @@ from .engine import WRITE_OPTION, configure_engine, create_engine, database_erro
 from .errors import (
     AlreadyExistsError,
     InvalidEventError,
+    InvalidStateError,
     SessionNotFoundError,
     StaleSessionError,
 )
@@ -45,10 +50,14 @@ from .migration import check_schema, upgrade
 from .models import Event, GetSessionConfig, ListSessionsResponse, Session
 from .state import ScopedDelta, drop_temp, merge_state, split_delta
 from .validation import (
+    DEFAULT_MAX_EVENT_BYTES,
+    DEFAULT_MAX_STATE_VALUE_BYTES,
     check_event_fields,
     check_identifier,
+    check_size_limit,
     check_state_delta,
     dump_json_value,
+    json_size,
 )
 
 if TYPE_CHECKING:
@@ -82,12 +91,88 @@ def _decode_page_token(token: str) -> tuple[float, str, str]:
         raise ValueError("page_token is not a token list_sessions returned") from exc
 
 
-def _encode_scoped(scoped: ScopedDelta) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
-    return (
-        {k: dump_json_value(v) for k, v in scoped.app.items()},
-        {k: dump_json_value(v) for k, v in scoped.user.items()},
-        {k: dump_json_value(v) for k, v in scoped.session.items()},
-    )
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+async def finish_before_cancel(work: Awaitable[T]) -> T:
+    """Await ``work`` to its end even if the caller is cancelled meanwhile, then pass
+    the cancellation on.
+
+    A write cancelled halfway would leave its connection in a transaction (SQLAlchemy
+    then discards the connection, and an SQLite write lock can outlive it). Writes are
+    short, so they finish (commit or roll back) first; the caller still gets
+    ``CancelledError``, and what it holds is never ahead of storage.
+    """
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        while not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait({task})
+        if not task.cancelled():
+            task.exception()  # retrieved: the cancellation is what the caller hears of
+        raise
+
+
+def write_completes(
+    method: Callable[P, Coroutine[Any, Any, T]],
+) -> Callable[P, Coroutine[Any, Any, T]]:
+    """Decorate a write method with :func:`finish_before_cancel`."""
+
+    @functools.wraps(method)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        return await finish_before_cancel(method(*args, **kwargs))
+
+    return wrapper
+
+
+def _encode_scoped(
+    scoped: ScopedDelta, max_bytes: int
+) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """Each scope's values as JSON text.
+
+    Raises:
+        InvalidStateError: a value is longer than ``max_bytes`` as JSON.
+    """
+    encoded = []
+    for prefix, values in (("app:", scoped.app), ("user:", scoped.user), ("", scoped.session)):
+        texts = {k: dump_json_value(v) for k, v in values.items()}
+        for k, text in texts.items():
+            if len(text) * 4 > max_bytes and (size := json_size(text)) > max_bytes:
+                raise InvalidStateError(
+                    f"state key {prefix + k!r}: the value is {size:,} bytes as JSON; the limit"
+                    f" is {max_bytes:,} (max_state_value_bytes)",
+                    key=prefix + k,
+                )
+        encoded.append(texts)
+    return encoded[0], encoded[1], encoded[2]
+
+
+@dataclass
+class PruneReport:
+    """What :meth:`SqlSessionService.prune` deleted (or would delete, ``dry_run``).
+
+    Attributes:
+        cutoff: sessions last updated before this time were pruned (seconds since the
+            epoch, UTC).
+        sessions, events, session_state_keys, memory_ingestions: rows deleted.
+        memories: memories deleted (always 0 without ``with_memories``).
+    """
+
+    cutoff: float
+    dry_run: bool = False
+    with_memories: bool = False
+    sessions: int = 0
+    events: int = 0
+    session_state_keys: int = 0
+    memory_ingestions: int = 0
+    memories: int = 0
+
+    def add(self, counts: Mapping[str, int]) -> None:
+        for name, n in counts.items():
+            setattr(self, name, getattr(self, name) + n)
 
 
 class SqlSessionService:
@@ -116,6 +201,11 @@ class SqlSessionService:
             that chose to (SQLite); your own engines: no.
         memory_checkpoint: ingest sessions into memory every N appended events
             (:class:`~adk_sqlstore.MemoryCheckpoint`).
+        max_event_bytes: the largest event accepted, in UTF-8 bytes of its stored
+            JSON (default 8 MiB); a bigger one raises ``InvalidEventError``.
+        max_state_value_bytes: the largest state value accepted, in UTF-8 bytes of its
+            JSON (default 1 MiB); a bigger one raises ``InvalidStateError`` naming the
+            key.
     """
 
     #: The model events are decoded into; a subclass may use another pydantic
@@ -131,7 +221,13 @@ class SqlSessionService:
         *,
         auto_migrate: bool | None = None,
         memory_checkpoint: MemoryCheckpoint | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        max_state_value_bytes: int = DEFAULT_MAX_STATE_VALUE_BYTES,
     ) -> None:
+        self._max_event_bytes = check_size_limit("max_event_bytes", max_event_bytes)
+        self._max_state_value_bytes = check_size_limit(
+            "max_state_value_bytes", max_state_value_bytes
+        )
         configure_engine(engine)
         self._engine = engine
         self._owns_engine = False
@@ -162,6 +258,8 @@ class SqlSessionService:
         *,
         auto_migrate: bool | None = None,
         memory_checkpoint: MemoryCheckpoint | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        max_state_value_bytes: int = DEFAULT_MAX_STATE_VALUE_BYTES,
         **engine_kwargs: Any,
     ) -> Self:
         """Create a service with its own engine.
@@ -174,7 +272,8 @@ class SqlSessionService:
                 means: for SQLite (the embedded default or a file), yes; a PostgreSQL
                 database is never altered unless asked. Other services built on this
                 service's engine make the same choice.
-            memory_checkpoint: see the class arguments.
+            memory_checkpoint, max_event_bytes, max_state_value_bytes: see the class
+                arguments.
             **engine_kwargs: passed to ``create_async_engine`` (e.g. ``pool_size``).
 
         Raises:
@@ -185,7 +284,13 @@ class SqlSessionService:
         engine = create_engine(target.url, **engine_kwargs)
         auto = target.migrates_itself if auto_migrate is None else auto_migrate
         setattr(engine.sync_engine, AUTO_MIGRATE_MARK, auto)
-        service = cls(engine, auto_migrate=auto, memory_checkpoint=memory_checkpoint)
+        service = cls(
+            engine,
+            auto_migrate=auto,
+            memory_checkpoint=memory_checkpoint,
+            max_event_bytes=max_event_bytes,
+            max_state_value_bytes=max_state_value_bytes,
+        )
         service._owns_engine = True
         return service
 
@@ -266,6 +371,7 @@ class SqlSessionService:
 
     # -- sessions -----------------------------------------------------------------
 
+    @write_completes
     async def create_session(
         self,
         *,
@@ -303,7 +409,7 @@ class SqlSessionService:
         check_identifier("session_id", session_id)
         check_state_delta(drop_temp(state or {}))
         scoped = split_delta(state)
-        app_json, user_json, session_json = _encode_scoped(scoped)
+        app_json, user_json, session_json = _encode_scoped(scoped, self._max_state_value_bytes)
         key = {"app_name": app_name, "user_id": user_id, "session_id": session_id}
         now = time.time()
         incarnation = uuid.uuid4().hex
@@ -513,6 +619,7 @@ class SqlSessionService:
             if token is None:
                 return
 
+    @write_completes
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Delete a session with its events and session state (no-op if absent).
 
@@ -523,6 +630,7 @@ class SqlSessionService:
         async with self._transaction(write=True) as conn:
             await queries.delete_session(conn, **key)
 
+    @write_completes
     async def forget_user(self, *, app_name: str, user_id: str) -> dict[str, int]:
         """Delete everything stored for one user of one app, in one transaction.
 
@@ -542,6 +650,78 @@ class SqlSessionService:
         async with self._transaction(write=True) as conn:
             return await queries.forget_user(conn, app_name=app_name, user_id=user_id)
 
+    async def prune(
+        self,
+        *,
+        older_than: timedelta | float,
+        app_name: str | None = None,
+        with_memories: bool = False,
+        dry_run: bool = False,
+        batch_size: int = 1000,
+        on_batch: Callable[[PruneReport], None] | None = None,
+    ) -> PruneReport:
+        """Delete sessions not updated for ``older_than`` (a retention policy).
+
+        Sessions whose ``last_update_time`` is more than ``older_than`` ago are deleted
+        with their events, their session state and their memory ingestion records,
+        oldest first, ``batch_size`` sessions per transaction: an interrupted prune
+        leaves whole sessions, never half of one. User and app state are never touched:
+        they belong to the user and the app, not to a session. Memories made from the
+        sessions stay (long-term memory is meant to outlive sessions) unless
+        ``with_memories``. A session appended to while a batch runs is either kept
+        or its append fails with ``SessionNotFoundError``.
+
+        Args:
+            older_than: age as a ``timedelta`` or in seconds (>= 0).
+            app_name: only this app's sessions; every app when ``None``.
+            with_memories: also delete the memories ingested from the deleted sessions
+                (facts added with ``add_memory`` have no session and stay).
+            dry_run: count what would be deleted, delete nothing.
+            batch_size: sessions per transaction (1 to 100,000).
+            on_batch: called after each committed batch with that batch's counts.
+
+        Returns:
+            The rows deleted (or, with ``dry_run``, that would be) and the cutoff.
+
+        Raises:
+            ValueError: ``older_than`` is negative or not finite, or ``batch_size`` is
+                out of range.
+            InvalidIdentifierError: ``app_name`` is not a valid identifier.
+            DatabaseUnavailableError: the database failed; the batches already
+                committed stay deleted.
+        """
+        seconds = older_than.total_seconds() if isinstance(older_than, timedelta) else older_than
+        if not isinstance(seconds, int | float) or not 0 <= seconds < float("inf"):
+            raise ValueError(f"older_than must be 0 seconds or more, not {older_than!r}")
+        if not isinstance(batch_size, int) or not 1 <= batch_size <= 100_000:
+            raise ValueError(f"batch_size must be an integer from 1 to 100000, not {batch_size!r}")
+        if app_name is not None:
+            check_identifier("app_name", app_name)
+        cutoff = time.time() - seconds
+        report = PruneReport(cutoff=cutoff, dry_run=dry_run, with_memories=with_memories)
+        options: dict[str, Any] = {
+            "cutoff": cutoff,
+            "app_name": app_name,
+            "with_memories": with_memories,
+        }
+        if dry_run:
+            async with self._transaction(write=False) as conn:
+                report.add(await queries.prune_counts(conn, **options))
+            return report
+        while True:
+            counts = await finish_before_cancel(self._prune_batch(options, batch_size))
+            batch = PruneReport(cutoff=cutoff, with_memories=with_memories)
+            batch.add(counts)
+            report.add(counts)
+            if on_batch is not None and batch.sessions:
+                on_batch(batch)
+            if batch.sessions < batch_size:
+                return report
+
+    async def _prune_batch(self, options: dict[str, Any], batch_size: int) -> dict[str, int]:
+        async with self._transaction(write=True) as conn:
+            return await queries.prune_batch(conn, **options, limit=batch_size)
+
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         """The user's state: keys without the ``user:`` prefix (``{}`` when none)."""
         check_identifier("app_name", app_name)
@@ -558,6 +738,7 @@ class SqlSessionService:
 
     # -- appends ------------------------------------------------------------------
 
+    @write_completes
     async def append_event(self, session: Any, event: Any) -> Any:
         """Append ``event`` to ``session`` in storage, then to the session object.
 
@@ -609,7 +790,7 @@ class SqlSessionService:
             stored_event = event
         data = self._encode_event(stored_event)
         scoped = split_delta(stored_delta)
-        app_json, user_json, session_json = _encode_scoped(scoped)
+        app_json, user_json, session_json = _encode_scoped(scoped, self._max_state_value_bytes)
         expected, incarnation = self._token_of(session)
         key = self._key(session.app_name, session.user_id, session.id)
         row = AppendRow(
@@ -676,6 +857,7 @@ class SqlSessionService:
 
     # -- bulk copy ----------------------------------------------------------------
 
+    @write_completes
     async def import_session(self, session: Any, *, replace: bool = False) -> bool:
         """Store a whole session (events and state) as it is, in one transaction.
 
@@ -726,7 +908,9 @@ class SqlSessionService:
             session.events[-1].timestamp if session.events else now
         )
         create_time = min([update_time, *(e.timestamp for e in session.events[:1])])
-        app_json, user_json, session_json = _encode_scoped(split_delta(session.state))
+        app_json, user_json, session_json = _encode_scoped(
+            split_delta(session.state), self._max_state_value_bytes
+        )
         async with self._transaction(write=True) as conn:
             if await queries.session_revision(conn, **key) is not None:
                 if not replace:
@@ -746,6 +930,7 @@ class SqlSessionService:
             )
         return True
 
+    @write_completes
     async def import_state(
         self,
         *,
@@ -767,7 +952,9 @@ class SqlSessionService:
         if user_id is not None:
             check_identifier("user_id", user_id)
         check_state_delta(state)
-        encoded = {k: dump_json_value(v) for k, v in state.items()}
+        scope = ScopedDelta(app=dict(state)) if user_id is None else ScopedDelta(user=dict(state))
+        app_json, user_json, _ = _encode_scoped(scope, self._max_state_value_bytes)
+        encoded = app_json if user_id is None else user_json
         async with self._transaction(write=True) as conn:
             if not replace:
                 existing = (
@@ -802,6 +989,12 @@ class SqlSessionService:
             data = str(event.model_dump_json(exclude_defaults=True))
         except (PydanticSerializationError, ValueError) as exc:
             raise InvalidEventError(f"event {event.id!r} cannot be written as JSON: {exc}") from exc
+        limit = self._max_event_bytes
+        if len(data) * 4 > limit and (size := json_size(data)) > limit:
+            raise InvalidEventError(
+                f"event {event.id!r} is {size:,} bytes as JSON; the limit is"
+                f" {limit:,} (max_event_bytes)"
+            )
         try:
             (decoded,) = self._events_adapter.validate_json("[" + data + "]")
         except ValidationError as exc:

@@ -20,12 +20,22 @@ from typing import Any
 from .errors import InvalidEventError, InvalidIdentifierError, InvalidStateError
 
 __all__ = [
+    "DEFAULT_MAX_EVENT_BYTES",
+    "DEFAULT_MAX_STATE_VALUE_BYTES",
     "MAX_IDENTIFIER_BYTES",
     "MAX_JSON_DEPTH",
     "check_identifier",
     "check_state_delta",
     "dump_json_value",
 ]
+
+DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024
+"""Largest event accepted by default, in UTF-8 bytes of its stored JSON (8 MiB: room
+for an inline image or document part; ``max_event_bytes`` changes it)."""
+
+DEFAULT_MAX_STATE_VALUE_BYTES = 1024 * 1024
+"""Largest state value accepted by default, in UTF-8 bytes of its JSON (1 MiB: state is
+read on every turn; ``max_state_value_bytes`` changes it)."""
 
 MAX_IDENTIFIER_BYTES = 255
 """Longest app_name, user_id, session id or event id, in UTF-8 bytes."""
@@ -200,6 +210,18 @@ def check_state_delta(delta: Mapping[str, Any] | None) -> None:
     for key, value in (delta or {}).items():
         check_state_key(key)
         check_json_value(key, value)
+
+
+def json_size(text: str) -> int:
+    """UTF-8 bytes of ``text`` (without encoding it when it is surely small)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def check_size_limit(kind: str, limit: object) -> int:
+    """``limit`` if it is a positive int, else ``ValueError`` naming ``kind``."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"{kind} must be a positive number of bytes, not {limit!r}")
+    return limit
 
 
 def dump_json_value(value: Any) -> str:
