@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint check clean
+.PHONY: demo test lint bench bench-smoke check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,12 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed-dev
 	$(BIN)/pytest
+
+bench: $(VENV)/.installed-dev  # the full run behind benchmarks/RESULTS.md (about 20 min)
+	$(BIN)/python -m benchmarks run --size full --markdown benchmarks/RESULTS.md
+
+bench-smoke: $(VENV)/.installed-dev  # every benchmark at a tiny size (CI)
+	$(BIN)/python -m benchmarks run --size small
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests migrations benchmarks
