@@ -229,7 +229,7 @@ async def test_a_postgres_restart_fails_calls_clearly_then_the_service_recovers(
     figures.add(
         f"PostgreSQL restarted under 8 writers: {outcomes['DatabaseUnavailableError']} calls"
         f" failed with DatabaseUnavailableError, {outcomes['ok']} succeeded, 0 other errors;"
-        " all calls after the restart succeeded, and every call after an idle restart"
+        " all calls after the restart succeeded, and so did every call after an idle restart"
     )
 
 
