@@ -63,18 +63,47 @@ class Contender:
         return str(session.id)
 
 
-class Core(Contender):
-    name = "core"
-    service: SqlSessionService
+class ServiceContender(Contender):
+    """A store driven through a session service's API on ``self.service``."""
 
-    async def open(self, url: str) -> None:
-        self.service = SqlSessionService.from_url(url, auto_migrate=True)
+    service: Any
+
+    def config(self, recent: int) -> Any:
+        """The service's ``GetSessionConfig`` for the newest ``recent`` events."""
+        raise NotImplementedError
 
     async def close(self) -> None:
         await self.service.close()
 
     async def create(self, user: str) -> Any:
         return await self.service.create_session(app_name=APP, user_id=user)
+
+    async def append(self, session: Any, event: Any) -> None:
+        await self.service.append_event(session, event)
+
+    async def load(self, user: str, session_id: str, recent: int | None = None) -> int:
+        got = await self.service.get_session(
+            app_name=APP,
+            user_id=user,
+            session_id=session_id,
+            config=self.config(recent) if recent is not None else None,
+        )
+        assert got is not None
+        return len(got.events)
+
+    async def list(self, user: str) -> int:
+        return len((await self.service.list_sessions(app_name=APP, user_id=user)).sessions)
+
+
+class Core(ServiceContender):
+    name = "core"
+    service: SqlSessionService
+
+    async def open(self, url: str) -> None:
+        self.service = SqlSessionService.from_url(url, auto_migrate=True)
+
+    def config(self, recent: int) -> Any:
+        return CoreConfig(num_recent_events=recent)
 
     def make_event(self, n: int) -> Any:
         delta = {"turn": n} if n % 5 == 0 else {}
@@ -85,71 +114,12 @@ class Core(Contender):
             content={"role": "user", "parts": [{"text": text_of(n)}]},
         )
 
-    async def append(self, session: Any, event: Any) -> None:
-        await self.service.append_event(session, event)
-
-    async def load(self, user: str, session_id: str, recent: int | None = None) -> int:
-        config = CoreConfig(num_recent_events=recent) if recent is not None else None
-        got = await self.service.get_session(
-            app_name=APP, user_id=user, session_id=session_id, config=config
-        )
-        assert got is not None
-        return len(got.events)
-
-    async def list(self, user: str) -> int:
-        return len((await self.service.list_sessions(app_name=APP, user_id=user)).sessions)
-
     async def bulk(self, user: str, count: int) -> str:
         events = [self.make_event(n) for n in range(count)]
         for n, event in enumerate(events):
             event.timestamp = 1.7e9 + n
         session = CoreSession(id=str(uuid.uuid4()), app_name=APP, user_id=user, events=events)
         await self.service.import_session(session)
-        return session.id
-
-
-class AdkClasses(Core):
-    name = "adk classes"
-
-    async def open(self, url: str) -> None:
-        from adk_sqlstore.adk import SqlSessionService as AdkSqlSessionService
-
-        self.adk = AdkSqlSessionService(url, auto_migrate=True)
-        self.service = self.adk.core  # list/bulk through the core, same tables
-
-    async def close(self) -> None:
-        await self.adk.close()
-
-    async def create(self, user: str) -> Any:
-        return await self.adk.create_session(app_name=APP, user_id=user)
-
-    def make_event(self, n: int) -> Any:
-        return adk_event(n)
-
-    async def append(self, session: Any, event: Any) -> None:
-        await self.adk.append_event(session, event)
-
-    async def load(self, user: str, session_id: str, recent: int | None = None) -> int:
-        from google.adk.sessions.base_session_service import GetSessionConfig
-
-        config = GetSessionConfig(num_recent_events=recent) if recent is not None else None
-        got = await self.adk.get_session(
-            app_name=APP, user_id=user, session_id=session_id, config=config
-        )
-        assert got is not None
-        return len(got.events)
-
-    async def list(self, user: str) -> int:
-        return len((await self.adk.list_sessions(app_name=APP, user_id=user)).sessions)
-
-    async def bulk(self, user: str, count: int) -> str:
-        from google.adk.sessions import Session
-
-        events = [self.make_event(n) for n in range(count)]
-        for n, event in enumerate(events):
-            event.timestamp = 1.7e9 + n
-        session = Session(id=str(uuid.uuid4()), app_name=APP, user_id=user, events=events)
-        await self.adk.import_session(session)
         return session.id
 
 
@@ -166,38 +136,44 @@ def adk_event(n: int) -> Any:
     )
 
 
-class AdkDatabase(Contender):
+class AdkTypes(ServiceContender):
+    """A store that takes and returns ADK's own types."""
+
+    def config(self, recent: int) -> Any:
+        from google.adk.sessions.base_session_service import GetSessionConfig
+
+        return GetSessionConfig(num_recent_events=recent)
+
+    def make_event(self, n: int) -> Any:
+        return adk_event(n)
+
+
+class AdkClasses(AdkTypes):
+    name = "adk classes"
+
+    async def open(self, url: str) -> None:
+        from adk_sqlstore.adk import SqlSessionService as AdkSqlSessionService
+
+        self.service = AdkSqlSessionService(url, auto_migrate=True)
+
+    async def bulk(self, user: str, count: int) -> str:
+        from google.adk.sessions import Session
+
+        events = [self.make_event(n) for n in range(count)]
+        for n, event in enumerate(events):
+            event.timestamp = 1.7e9 + n
+        session = Session(id=str(uuid.uuid4()), app_name=APP, user_id=user, events=events)
+        await self.service.import_session(session)
+        return session.id
+
+
+class AdkDatabase(AdkTypes):
     name = "ADK DatabaseSessionService"
 
     async def open(self, url: str) -> None:
         from google.adk.sessions import DatabaseSessionService
 
         self.service = DatabaseSessionService(db_url=str(normalize_url(url)))
-
-    async def close(self) -> None:
-        await self.service.close()
-
-    async def create(self, user: str) -> Any:
-        return await self.service.create_session(app_name=APP, user_id=user)
-
-    def make_event(self, n: int) -> Any:
-        return adk_event(n)
-
-    async def append(self, session: Any, event: Any) -> None:
-        await self.service.append_event(session, event)
-
-    async def load(self, user: str, session_id: str, recent: int | None = None) -> int:
-        from google.adk.sessions.base_session_service import GetSessionConfig
-
-        config = GetSessionConfig(num_recent_events=recent) if recent is not None else None
-        got = await self.service.get_session(
-            app_name=APP, user_id=user, session_id=session_id, config=config
-        )
-        assert got is not None
-        return len(got.events)
-
-    async def list(self, user: str) -> int:
-        return len((await self.service.list_sessions(app_name=APP, user_id=user)).sessions)
 
     async def bulk(self, user: str, count: int) -> str:
         """Rows written with ADK's own ORM classes, as its append would write them."""

@@ -192,6 +192,53 @@ async def test_prune_of_one_app_leaves_the_others(service: SqlSessionService) ->
     assert await _alive(service, made["old_a1"]) and await _alive(service, made["old_a2"])
 
 
+async def test_ingesting_a_session_loaded_before_its_prune_leaves_no_memories(
+    service: SqlSessionService,
+) -> None:
+    """An idle-ingestion job overlapping a prune: the session object was loaded before
+    the prune deleted it, and is ingested after. Nothing may be written, or ``prune
+    --memories`` would leave memories of a session no later prune can find."""
+    s = await _session(service, "app-a", "u1", 120, "secret zebra")
+    loaded = await service.get_session(app_name="app-a", user_id="u1", session_id=s.id)
+    assert loaded is not None
+    await service.prune(older_than=timedelta(days=90), with_memories=True)
+    async with SqlMemoryService(service.engine) as memory:
+        with pytest.raises(SessionNotFoundError, match="deleted since it was loaded"):
+            await memory.add_session_to_memory(loaded)
+        # the explicit close of a session that is gone ingests nothing, as documented
+        report = await memory.close_session(app_name="app-a", user_id="u1", session_id=s.id)
+        assert report.sessions == 0
+        found = await memory.search_memory(app_name="app-a", user_id="u1", query="zebra")
+    assert found.memories == []
+    # a session deleted and created again under the same id is another session
+    again = await service.create_session(app_name="app-a", user_id="u1", session_id=s.id)
+    async with SqlMemoryService(service.engine) as memory:
+        with pytest.raises(SessionNotFoundError):
+            await memory.add_session_to_memory(loaded)
+        await memory.add_session_to_memory(again)
+        assert (
+            await memory.search_memory(app_name="app-a", user_id="u1", query="zebra")
+        ).memories == []
+
+
+async def test_the_adk_memory_class_refuses_a_pruned_session_too(db_url: str) -> None:
+    pytest.importorskip("google.adk")
+    from google.adk.errors.session_not_found_error import (
+        SessionNotFoundError as AdkSessionNotFoundError,
+    )
+
+    from adk_sqlstore.adk import SqlMemoryService as AdkMemory
+    from adk_sqlstore.adk import SqlSessionService as AdkSessions
+
+    async with AdkSessions(db_url, auto_migrate=True) as sessions:
+        memory = AdkMemory(engine=sessions.engine)
+        s = await sessions.create_session(app_name="app-a", user_id="u1")
+        await sessions.core.delete_session(app_name="app-a", user_id="u1", session_id=s.id)
+        with pytest.raises(AdkSessionNotFoundError) as raised:
+            await memory.add_session_to_memory(s)
+        assert isinstance(raised.value.__cause__, SessionNotFoundError)
+
+
 async def test_appending_to_a_pruned_session_fails_clearly(service: SqlSessionService) -> None:
     s = await _session(service, "app-a", "u1", 120, "old")
     await service.prune(older_than=timedelta(days=90))
@@ -206,7 +253,11 @@ async def test_appending_to_a_pruned_session_fails_clearly(service: SqlSessionSe
         ({"older_than": math.nan}, "older_than"),
         ({"older_than": math.inf}, "older_than"),
         ({"older_than": timedelta(days=-1)}, "older_than"),
+        ({"older_than": 10**400}, "older_than"),
+        ({"older_than": True}, "older_than"),
+        ({"older_than": "90d"}, "older_than"),
         ({"older_than": 10.0, "batch_size": 0}, "batch_size"),
+        ({"older_than": 10.0, "batch_size": True}, "batch_size"),
         ({"older_than": 10.0, "app_name": ""}, "app_name"),
     ],
 )
@@ -261,6 +312,14 @@ def test_prune_command_rejects_ages_it_cannot_read(age: str, sqlite_url: str) ->
     result = runner.invoke(app, ["prune", "--older-than", age, "--dry-run", "--url", sqlite_url])
     assert result.exit_code == 2
     assert "is not an age such as 90d" in result.output
+
+
+@pytest.mark.parametrize("age", ["740000d", "5000000w", "365001d"])
+def test_prune_command_refuses_ages_beyond_a_thousand_years(age: str, sqlite_url: str) -> None:
+    result = runner.invoke(app, ["prune", "--older-than", age, "--yes", "--url", sqlite_url])
+    assert result.exit_code == 2, result.output
+    assert "is more than 1000 years" in result.output
+    assert "Traceback" not in result.output
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
-from types import TracebackType
 from typing import Any, Self
 
 try:
@@ -61,6 +60,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a process without 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import errors, queries
+from .engine import ClosedOnExit
 from .memory import IngestReport, MemoryCheckpoint
 from .memory import SqlMemoryService as CoreMemoryService
 from .redaction import Redactor
@@ -163,7 +163,7 @@ class _AdkModels(CoreSessionService):
         session._storage_update_marker = f"{incarnation or ''}:{revision}"
 
 
-class SqlSessionService(BaseSessionService):
+class SqlSessionService(BaseSessionService, ClosedOnExit):
     """ADK ``BaseSessionService`` on PostgreSQL or SQLite, backed by
     :class:`adk_sqlstore.SqlSessionService` (see it for every behaviour).
 
@@ -228,17 +228,6 @@ class SqlSessionService(BaseSessionService):
     async def close(self) -> None:
         """Dispose of the engine if this service created it."""
         await self._core.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def create_session(
         self,
@@ -333,7 +322,7 @@ def _to_adk_entry(entry: Any) -> AdkMemoryEntry:
     )
 
 
-class SqlMemoryService(BaseMemoryService):
+class SqlMemoryService(BaseMemoryService, ClosedOnExit):
     """ADK ``BaseMemoryService`` on PostgreSQL or SQLite, backed by
     :class:`adk_sqlstore.SqlMemoryService` (see it for every behaviour: per-session
     upsert, BM25 search, the card-number filter, ingestion triggers).
@@ -391,20 +380,11 @@ class SqlMemoryService(BaseMemoryService):
         """Dispose of the engine if this service created it."""
         await self._sessions.close()
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
     async def add_session_to_memory(self, session: AdkSession) -> None:
-        """See :meth:`adk_sqlstore.SqlMemoryService.add_session_to_memory`."""
-        await self._core.add_session_to_memory(session)
+        """See :meth:`adk_sqlstore.SqlMemoryService.add_session_to_memory` (a session
+        deleted since it was loaded raises ADK's ``SessionNotFoundError``)."""
+        with _adk_errors():
+            await self._core.add_session_to_memory(session)
 
     async def add_events_to_memory(
         self,

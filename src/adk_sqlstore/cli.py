@@ -501,6 +501,7 @@ def forget_user(
 
 
 _AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_MAX_AGE_DAYS = 1000 * 365  # much older cutoffs fall before the year 1, which no date shows
 
 
 def _age(value: str) -> timedelta:
@@ -510,11 +511,16 @@ def _age(value: str) -> timedelta:
         amount = float(text[:-1]) if text and text[-1] in _AGE_UNITS else math.nan
     except ValueError:
         amount = math.nan
-    if not math.isfinite(amount) or amount < 0 or amount > 100_000 * 365:
+    if not math.isfinite(amount) or amount < 0:
         raise typer.BadParameter(
             f"{value!r} is not an age such as 90d, 12h, 30m, 45s or 2w", param_hint="--older-than"
         )
-    return timedelta(seconds=amount * _AGE_UNITS[text[-1]])
+    seconds = amount * _AGE_UNITS[text[-1]]
+    if seconds > _MAX_AGE_DAYS * 86400:
+        raise typer.BadParameter(
+            f"{value!r} is more than {_MAX_AGE_DAYS // 365} years", param_hint="--older-than"
+        )
+    return timedelta(seconds=seconds)
 
 
 def _counts(report: PruneReport) -> str:

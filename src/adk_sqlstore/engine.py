@@ -12,7 +12,8 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
@@ -46,6 +47,24 @@ def default_sqlite_path() -> Path:
     """
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "adk-sqlstore" / "adk_sqlstore.db"
+
+
+class ClosedOnExit:
+    """``async with service:`` closes the service on the way out (see ``close()``)."""
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,6 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from types import TracebackType
 from typing import Any, Self
 
 from pydantic import ValidationError
@@ -39,8 +38,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import queries
 from .dialect import search_memories
-from .engine import create_engine, resolve_url
-from .errors import AdkSqlStoreError, DatabaseUnavailableError
+from .engine import ClosedOnExit, create_engine, resolve_url
+from .errors import AdkSqlStoreError, DatabaseUnavailableError, SessionNotFoundError
 from .models import Content, MemoryEntry, Part, SearchMemoryResponse
 from .redaction import Redactor, build_filter
 from .sessions import AUTO_MIGRATE_MARK, SqlSessionService, write_completes
@@ -102,7 +101,7 @@ class IngestReport:
     errors: list[str] = field(default_factory=list)
 
 
-class SqlMemoryService:
+class SqlMemoryService(ClosedOnExit):
     """Long-term memory for ADK-style agents in PostgreSQL or SQLite.
 
     Create it with :meth:`from_url` or pass an engine (the same one the
@@ -170,17 +169,6 @@ class SqlMemoryService:
         """Dispose of the engine if this service created it."""
         if self._owns_engine:
             await self.engine.dispose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     # -- building rows ------------------------------------------------------------
 
@@ -288,17 +276,22 @@ class SqlMemoryService:
 
         Returns:
             An :class:`IngestReport` for this one session.
+
+        Raises:
+            SessionNotFoundError: the session was loaded from this store and has been
+                deleted (or deleted and created again) since; nothing is written, so a
+                deleted or pruned session leaves no memories behind.
         """
         app_name = check_identifier("app_name", session.app_name)
         user_id = check_identifier("user_id", session.user_id)
         session_id = check_identifier("session_id", session.id)
-        revision = self._revision_of(session)
+        revision, incarnation = self._token_of(session)
         if revision is not None and len(session.events) < revision:
             whole = await self._sessions.get_session(
                 app_name=app_name, user_id=user_id, session_id=session_id
             )
             if whole is not None:
-                session, revision = whole, self._revision_of(whole)
+                session, (revision, incarnation) = whole, self._token_of(whole)
         now = time.time()
         rows = self._event_rows(
             app_name=app_name,
@@ -310,6 +303,15 @@ class SqlMemoryService:
         )
         keep = {row["id"] for row in rows}
         async with self._sessions._transaction(write=True) as conn:
+            if incarnation is not None:
+                stored = await queries.lock_session_incarnation(
+                    conn, app_name=app_name, user_id=user_id, session_id=session_id
+                )
+                if stored != incarnation:
+                    raise SessionNotFoundError(
+                        f"session {session_id!r} of app {app_name!r} and user {user_id!r}"
+                        " was deleted since it was loaded; its memories are not written"
+                    )
             existing = await queries.memory_ids_of_session(
                 conn, app_name=app_name, user_id=user_id, session_id=session_id
             )
@@ -329,12 +331,13 @@ class SqlMemoryService:
             )
         return IngestReport(sessions=1, events=len(rows), deleted=deleted)
 
-    def _revision_of(self, session: Any) -> int | None:
-        """The stored revision a session object was loaded at (None if unknown)."""
+    def _token_of(self, session: Any) -> tuple[int | None, str | None]:
+        """(revision, incarnation) a session object was loaded at from this store;
+        ``None`` for what is unknown (a session from elsewhere)."""
         try:
-            return self._sessions._token_of(session)[0]
+            return self._sessions._token_of(session)
         except (AttributeError, TypeError, ValueError):
-            return None
+            return None, None
 
     @write_completes
     async def add_events_to_memory(
@@ -526,7 +529,10 @@ class SqlMemoryService:
         )
         if session is None:
             return IngestReport()
-        return await self.add_session_to_memory(session)
+        try:
+            return await self.add_session_to_memory(session)
+        except SessionNotFoundError:  # deleted between the load and the write
+            return IngestReport()
 
     async def count_idle_sessions(
         self, *, idle_for: timedelta = timedelta(minutes=30), app_name: str | None = None

@@ -21,13 +21,13 @@ import functools
 import gc
 import json
 import logging
+import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, Self, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
@@ -38,7 +38,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from . import queries
 from .dialect import AppendRow, append_row, is_unique_violation, load_session_rows
-from .engine import WRITE_OPTION, configure_engine, create_engine, database_error, resolve_url
+from .engine import (
+    WRITE_OPTION,
+    ClosedOnExit,
+    configure_engine,
+    create_engine,
+    database_error,
+    resolve_url,
+)
 from .errors import (
     AlreadyExistsError,
     InvalidEventError,
@@ -175,7 +182,7 @@ class PruneReport:
             setattr(self, name, getattr(self, name) + n)
 
 
-class SqlSessionService:
+class SqlSessionService(ClosedOnExit):
     """Sessions, events and scoped state in a SQL database.
 
     Create it with :meth:`from_url` (it then owns and closes its engine) or pass an
@@ -303,17 +310,6 @@ class SqlSessionService:
         """Dispose of the engine if this service created it (``from_url``)."""
         if self._owns_engine:
             await self._engine.dispose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     # -- transactions -------------------------------------------------------------
 
@@ -691,9 +687,21 @@ class SqlSessionService:
                 committed stay deleted.
         """
         seconds = older_than.total_seconds() if isinstance(older_than, timedelta) else older_than
-        if not isinstance(seconds, int | float) or not 0 <= seconds < float("inf"):
-            raise ValueError(f"older_than must be 0 seconds or more, not {older_than!r}")
-        if not isinstance(batch_size, int) or not 1 <= batch_size <= 100_000:
+        try:
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+                raise TypeError
+            seconds = float(seconds)
+        except (TypeError, OverflowError):
+            seconds = math.nan
+        if not 0 <= seconds < math.inf:
+            raise ValueError(
+                f"older_than must be a finite age of 0 seconds or more, not {older_than!r}"
+            )
+        if (
+            isinstance(batch_size, bool)
+            or not isinstance(batch_size, int)
+            or not 1 <= batch_size <= 100_000
+        ):
             raise ValueError(f"batch_size must be an integer from 1 to 100000, not {batch_size!r}")
         if app_name is not None:
             check_identifier("app_name", app_name)
@@ -777,6 +785,12 @@ class SqlSessionService:
                 (see above), or its timestamp is not a time between the years 1 and
                 9999 in seconds.
             InvalidStateError: a non-``temp:`` delta value is not JSON.
+            asyncio.CancelledError: the call was cancelled (or timed out). The write is
+                not interrupted: it commits or fails first, and it may have been
+                stored. Reload the session to know: the event is stored if its id is
+                among the events. The wait is bounded by the database's own lock
+                wait (SQLite's busy timeout, 30 s by default; on PostgreSQL, another
+                transaction holding the session row).
         """
         if event.partial:
             return event
