@@ -190,6 +190,118 @@ def test_import_rejects_a_file_that_is_not_a_session(tmp_path: Path, db_url: str
     assert result.exit_code == 1 and "is not ADK session JSON" in result.output
 
 
+def test_importing_an_old_dump_keeps_the_user_and_app_state_the_store_has(
+    db_url: str, tmp_path: Path
+) -> None:
+    """A dump carries a copy of user: and app: state from when it was taken; importing
+    it must not roll back what the store holds now (only --replace overwrites)."""
+
+    async def seed() -> tuple[str, str]:
+        async with SqlSessionService.from_url(db_url) as service:
+            old = await service.create_session(
+                app_name="lunch",
+                user_id="u1",
+                state={"mood": "ok", "user:diet": "vegetarian", "app:menu": "2026-09"},
+            )
+            dump = dump_session(old)
+            now = await service.create_session(app_name="lunch", user_id="u1")
+            await service.append_event(
+                now,
+                Event(
+                    author="user",
+                    actions={"state_delta": {"user:diet": "vegan", "app:menu": "2027-01"}},
+                ),
+            )
+            return dump.replace(old.id, "copy-of-old"), old.id
+
+    dump, old_id = run_sync(seed())
+    path = tmp_path / "copy-of-old.session.json"
+    path.write_text(dump)
+    result = runner.invoke(app, ["import", str(path), "--url", db_url])
+    assert result.exit_code == 0, result.output
+
+    async def states() -> tuple[dict[str, object], dict[str, object], dict[str, object]]:
+        async with SqlSessionService.from_url(db_url) as service:
+            imported = await service.get_session(
+                app_name="lunch", user_id="u1", session_id="copy-of-old"
+            )
+            assert imported is not None
+            return (
+                await service.get_user_state(app_name="lunch", user_id="u1"),
+                await service.get_app_state(app_name="lunch"),
+                imported.state,
+            )
+
+    user, app_state, session_state = run_sync(states())
+    assert user == {"diet": "vegan"} and app_state == {"menu": "2027-01"}
+    assert session_state == {"mood": "ok", "user:diet": "vegan", "app:menu": "2027-01"}
+    # --replace restores the dump's copy
+    result = runner.invoke(app, ["import", str(path), "--replace", "--url", db_url])
+    assert result.exit_code == 0, result.output
+    user, app_state, _ = run_sync(states())
+    assert user == {"diet": "vegetarian"} and app_state == {"menu": "2026-09"}
+    assert old_id != "copy-of-old"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite://relative.db",
+        "postgresql://postgres@127.0.0.1:99999/x",
+        "postgresql://postgres@127.0.0.1:5432/db?application_name=x",
+        "/no/scheme/file.db",
+    ],
+)
+def test_bad_urls_give_one_line_and_status_1(url: str) -> None:
+    for command in (["sessions", "list", "--app", "a"], ["migrate"]):
+        result = runner.invoke(app, [*command, "--url", url])
+        assert result.exit_code == 1, result.output
+        assert result.output.startswith("error: ") and result.output.count("\n") == 1
+
+
+def test_errors_and_tables_are_not_cut_to_80_columns_in_a_pipe(db_url: str, tmp_path: Path) -> None:
+    narrow = CliRunner()  # no COLUMNS: what a pipe or a file gets
+    bad = tmp_path / ("a-long-folder-name-" * 4) / "bad.session.json"
+    bad.parent.mkdir()
+    bad.write_text("{not json")
+    result = narrow.invoke(app, ["import", str(bad), "--url", db_url], env={"COLUMNS": ""})
+    assert result.exit_code == 1
+    assert result.output.count("\n") == 1 and str(bad) in result.output
+
+    async def seed() -> None:
+        async with SqlSessionService.from_url(db_url) as service:
+            await service.create_session(
+                app_name="wide", user_id="u1", session_id="a-session-id-" * 6
+            )
+
+    run_sync(seed())
+    result = narrow.invoke(
+        app, ["sessions", "list", "--app", "wide", "--url", db_url], env={"COLUMNS": ""}
+    )
+    assert result.exit_code == 0 and "a-session-id-" * 6 in result.output
+
+
+def test_exporting_a_session_that_does_not_exist_fails(db_url: str, tmp_path: Path) -> None:
+    result = runner.invoke(
+        app,
+        [
+            "export",
+            "--app",
+            "a",
+            "--user",
+            "u",
+            "--session",
+            "nope",
+            "--out",
+            str(tmp_path),
+            "--url",
+            db_url,
+        ],
+    )
+    assert result.exit_code == 1
+    assert "no session 'nope' of app 'a' and user 'u'" in result.output
+
+
 def _run_demo(env: dict[str, str]) -> str:
     done = subprocess.run(
         [sys.executable, "-m", "adk_sqlstore", "demo"],

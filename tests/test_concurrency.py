@@ -6,12 +6,19 @@ error, never merged silently"; writers that reload and retry must lose nothing.
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 from typing import Any
 
 import pytest
 
-from adk_sqlstore import Event, InvalidEventError, SqlSessionService, StaleSessionError
+from adk_sqlstore import (
+    Event,
+    EventActions,
+    InvalidEventError,
+    SqlSessionService,
+    StaleSessionError,
+)
 
 from .conftest import Figures
 from .workers import key_writer, retrying_appender
@@ -124,3 +131,58 @@ async def test_an_event_id_already_in_the_session_is_rejected_never_stored_twice
     stored = await service.get_session(app_name="race", user_id="u1", session_id=s.id)
     assert stored is not None and [e.id for e in stored.events] == ["e-1", "e-2"]
     assert stored.revision == 2
+
+
+async def test_tasks_appending_through_one_session_object_take_turns(
+    service: SqlSessionService,
+) -> None:
+    """append_event's docstring: appends through one object from several tasks run one
+    after another (as ADK's InMemorySessionService and DatabaseSessionService allow);
+    another object loaded before them is still stale."""
+    s = await service.create_session(app_name="race", user_id="u1")
+    other = await service.get_session(app_name="race", user_id="u1", session_id=s.id)
+    assert other is not None
+    await asyncio.gather(
+        *(
+            service.append_event(
+                s, Event(author="a", actions=EventActions(state_delta={f"k{n}": n}))
+            )
+            for n in range(20)
+        )
+    )
+    assert s.revision == len(s.events) == 20
+    stored = await service.get_session(app_name="race", user_id="u1", session_id=s.id)
+    assert stored is not None
+    assert [e.id for e in stored.events] == [e.id for e in s.events]
+    assert stored.state == s.state == {f"k{n}": n for n in range(20)}
+    with pytest.raises(StaleSessionError):
+        await service.append_event(other, Event(author="late"))
+    # a cancelled waiter leaves the lock usable
+    waiting = [asyncio.create_task(service.append_event(s, Event(author="w"))) for _ in range(5)]
+    waiting[2].cancel()
+    done = await asyncio.gather(*waiting, return_exceptions=True)
+    assert sum(isinstance(d, asyncio.CancelledError) for d in done) <= 1
+    stored = await service.get_session(app_name="race", user_id="u1", session_id=s.id)
+    assert stored is not None and stored.revision == len(s.events) == len(stored.events)
+
+
+async def test_the_adk_classes_let_tasks_take_turns_too(db_url: str) -> None:
+    pytest.importorskip("google.adk")
+    from google.adk.events import Event as AdkEvent
+    from google.adk.events import EventActions as AdkActions
+
+    from adk_sqlstore.adk import SqlSessionService as AdkSessions
+
+    async with AdkSessions(db_url, auto_migrate=True) as service:
+        s = await service.create_session(app_name="race", user_id="u1")
+        await asyncio.gather(
+            *(
+                service.append_event(
+                    s, AdkEvent(author="a", actions=AdkActions(state_delta={f"k{n}": n}))
+                )
+                for n in range(5)
+            )
+        )
+        stored = await service.get_session(app_name="race", user_id="u1", session_id=s.id)
+        assert stored is not None and len(stored.events) == 5
+        assert stored.state == {f"k{n}": n for n in range(5)}

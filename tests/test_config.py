@@ -41,6 +41,35 @@ def test_unsupported_or_invalid_urls_say_so_without_the_password() -> None:
     assert "hunter2" not in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("/var/lib/app.db", "has no scheme"),
+        ("sqlite://relative.db", "three slashes"),
+        ("postgresql://postgres@127.0.0.1:99999/x", "no valid port"),
+        ("postgresql://u:hunter2@h/db?application_name=x", "does not take application_name"),
+        ("postgresql://u:hunter2@h/db?connect_timeout=5", "does not take connect_timeout"),
+    ],
+)
+def test_urls_the_drivers_would_choke_on_fail_clearly_up_front(url: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message) as raised:
+        normalize_url(url)
+    assert "hunter2" not in str(raised.value)
+
+
+def test_libpq_sslmode_is_passed_to_asyncpg_as_ssl() -> None:
+    url = normalize_url("postgresql://u@h/db?sslmode=require")
+    assert dict(url.query) == {"ssl": "require"}
+
+
+@pytest.mark.postgres
+async def test_sslmode_disable_connects(postgres_url: str) -> None:
+    async with SqlSessionService.from_url(
+        postgres_url + "?sslmode=disable", auto_migrate=True
+    ) as s:
+        assert await s.list_sessions(app_name="a") is not None
+
+
 def test_url_precedence_argument_then_environment_then_embedded(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

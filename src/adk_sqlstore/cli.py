@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import sys
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -28,7 +29,7 @@ from sqlalchemy.exc import DBAPIError
 
 from . import migration
 from .engine import create_engine, database_error, redact_url, resolve_url
-from .errors import AdkSqlStoreError
+from .errors import AdkSqlStoreError, SessionNotFoundError
 from .memory import IngestReport, SqlMemoryService
 from .models import Event, Session
 from .session_json import dump_session, load_sessions, session_files
@@ -52,15 +53,27 @@ app.add_typer(memory_app, name="memory")
 class _Consoles:
     """Rich consoles made on first use, so that they see the terminal (and COLUMNS) of
     the running command. Markup is off: ids, text and queries are printed as they are
-    (a session id such as "[/red]" is just text); styles come from ``style=``."""
+    (a session id such as "[/red]" is just text); styles come from ``style=``. Output
+    to a pipe or file is not cut to 80 columns: it is as wide as it needs (up to
+    ``_PIPE_WIDTH``) unless COLUMNS says otherwise."""
 
     @property
     def out(self) -> Console:
-        return Console(highlight=False, markup=False)
+        return self._console(stderr=False)
 
     @property
     def err(self) -> Console:
-        return Console(stderr=True, highlight=False, markup=False)
+        return self._console(stderr=True)
+
+    @staticmethod
+    def _console(*, stderr: bool) -> Console:
+        console = Console(stderr=stderr, highlight=False, markup=False)
+        if not console.is_terminal and not os.environ.get("COLUMNS", "").strip():
+            console = Console(stderr=stderr, highlight=False, markup=False, width=_PIPE_WIDTH)
+        return console
+
+
+_PIPE_WIDTH = 1000
 
 
 _consoles = _Consoles()
@@ -81,7 +94,7 @@ T = TypeVar("T")
 
 
 def _error(message: str) -> None:
-    _consoles.err.print(Text("error: ", style="red") + Text(message))
+    _consoles.err.print(Text("error: ", style="red") + Text(message), soft_wrap=True)
 
 
 def _run(coro: Coroutine[Any, Any, T]) -> T:
@@ -291,11 +304,17 @@ def import_(
             " welcome).",
         ),
     ],
-    replace: Annotated[bool, typer.Option(help="Replace sessions that already exist.")] = False,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            help="Replace sessions that already exist, and user:/app: keys the store has."
+        ),
+    ] = False,
     url: UrlOption = None,
 ) -> None:
     """Import ADK session JSON (what Session.model_dump_json() writes; snake_case or
-    camelCase keys). A session that already exists is kept unless --replace."""
+    camelCase keys). A session that already exists is kept unless --replace; so are
+    the user: and app: keys the store already has (a dump's copy is older)."""
 
     async def run() -> None:
         imported = skipped = 0
@@ -349,17 +368,26 @@ def export(
         _error("--session needs --user")
         raise typer.Exit(2)
 
+    async def sessions(service: SqlSessionService) -> AsyncIterator[Session]:
+        if session_id is not None and user is not None:
+            one = await service.get_session(app_name=app_name, user_id=user, session_id=session_id)
+            if one is None:
+                raise SessionNotFoundError(
+                    f"no session {session_id!r} of app {app_name!r} and user {user!r}"
+                )
+            yield one
+            return
+        async for summary in service.iter_sessions(app_name=app_name, user_id=user):
+            session = await service.get_session(
+                app_name=app_name, user_id=summary.user_id, session_id=summary.id
+            )
+            if session is not None:  # else deleted meanwhile
+                yield session
+
     async def run() -> None:
         async with SqlSessionService.from_url(_database(url)) as service:
             count = 0
-            async for summary in service.iter_sessions(app_name=app_name, user_id=user):
-                if session_id is not None and summary.id != session_id:
-                    continue
-                session = await service.get_session(
-                    app_name=app_name, user_id=summary.user_id, session_id=summary.id
-                )
-                if session is None:  # deleted meanwhile
-                    continue
+            async for session in sessions(service):
                 text = dump_session(session)
                 if str(out) == "-":
                     sys.stdout.write(json.dumps(json.loads(text), ensure_ascii=False) + "\n")

@@ -124,6 +124,12 @@ def normalize_url(url: str | URL) -> URL:
     """
     if isinstance(url, str) and url.startswith("postgres://"):
         url = "postgresql://" + url[len("postgres://") :]
+    if isinstance(url, str) and "://" not in url:
+        shown = repr(url) if "@" not in url else "(hidden: it may hold a password)"
+        raise ValueError(
+            f"database URL {shown} has no scheme: use postgresql://user@host/db or"
+            " sqlite:///path/to.db"
+        )
     if (
         isinstance(url, str)
         and not url.startswith("sqlite")
@@ -135,7 +141,7 @@ def normalize_url(url: str | URL) -> URL:
         )
     try:
         parsed = make_url(url)
-    except ArgumentError:
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
         raise ValueError(f"invalid database URL {redact_url(url)!r}") from None
     backend = parsed.get_backend_name()
     driver = _ASYNC_DRIVERS.get(backend)
@@ -144,9 +150,48 @@ def normalize_url(url: str | URL) -> URL:
             f"unsupported database {backend!r} in {redact_url(parsed)!r}: adk-sqlstore runs"
             " on PostgreSQL (postgresql://) and SQLite (sqlite:///path)"
         )
+    if backend == "sqlite" and parsed.host:
+        raise ValueError(
+            f"SQLite URL {redact_url(parsed)!r} names a host: write sqlite:///relative.db"
+            " (three slashes) or sqlite:////absolute/path.db (four)"
+        )
+    try:
+        port = parsed.port
+    except ValueError:
+        port = -1
+    if port is not None and not 0 < port < 65536:
+        raise ValueError(f"database URL {redact_url(parsed)!r} has no valid port (1-65535)")
+    if backend == "postgresql":
+        parsed = _asyncpg_query(parsed)
     if parsed.get_driver_name() != driver:
         parsed = parsed.set(drivername=f"{backend}+{driver}")
     return parsed
+
+
+_ASYNCPG_QUERY = {
+    "ssl",
+    "host",
+    "target_session_attrs",
+    "passfile",
+    "prepared_statement_cache_size",
+}
+
+
+def _asyncpg_query(url: URL) -> URL:
+    """The URL's query as asyncpg takes it: libpq's ``sslmode`` becomes ``ssl`` (same
+    values: disable, allow, prefer, require, verify-ca, verify-full); parameters
+    asyncpg does not take raise ``ValueError`` here, not a ``TypeError`` at connect."""
+    query = dict(url.query)
+    if "sslmode" in query:
+        query.setdefault("ssl", query.pop("sslmode"))
+        query.pop("sslmode", None)
+    unknown = sorted(set(query) - _ASYNCPG_QUERY)
+    if unknown:
+        raise ValueError(
+            f"database URL {redact_url(url)!r}: the PostgreSQL driver (asyncpg) does not take"
+            f" {', '.join(unknown)}; it takes {', '.join(sorted(_ASYNCPG_QUERY | {'sslmode'}))}"
+        )
+    return url.set(query=query) if query != dict(url.query) else url
 
 
 def resolve_url(url: str | URL | None = None) -> DatabaseTarget:

@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, Self, TypeVar
 
@@ -158,6 +158,14 @@ def _encode_scoped(
 
 
 @dataclass
+class _AppendLock:
+    """The in-process lock of one session object and how many tasks use it."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+
+
+@dataclass
 class PruneReport:
     """What :meth:`SqlSessionService.prune` deleted (or would delete, ``dry_run``).
 
@@ -239,6 +247,7 @@ class SqlSessionService(ClosedOnExit):
         self._engine = engine
         self._owns_engine = False
         self._checkpoint = memory_checkpoint
+        self._append_locks: dict[int, _AppendLock] = {}
         if auto_migrate is None:  # as decided by the from_url that made the engine
             auto_migrate = bool(getattr(engine.sync_engine, AUTO_MIGRATE_MARK, False))
         self._auto_migrate = auto_migrate
@@ -746,7 +755,6 @@ class SqlSessionService(ClosedOnExit):
 
     # -- appends ------------------------------------------------------------------
 
-    @write_completes
     async def append_event(self, session: Any, event: Any) -> Any:
         """Append ``event`` to ``session`` in storage, then to the session object.
 
@@ -760,6 +768,11 @@ class SqlSessionService(ClosedOnExit):
           transaction as the event, so concurrent writers of different ``user:`` or
           ``app:`` keys lose nothing;
         * ``session.last_update_time`` becomes ``event.timestamp``.
+
+        Appends through one session object from several tasks at once run one after
+        another, each on the object as the previous one left it (as ADK's own
+        services do); a different object of the session, loaded before another
+        writer appended, is stale.
 
         The event is checked before anything is written: it must read back equal to
         itself, so values JSON cannot carry exactly (NaN, infinities, sets, tuples,
@@ -794,6 +807,24 @@ class SqlSessionService(ClosedOnExit):
         """
         if event.partial:
             return event
+        async with self._appending(session):
+            return await finish_before_cancel(self._append(session, event))
+
+    @asynccontextmanager
+    async def _appending(self, session: Any) -> AsyncIterator[None]:
+        """Hold the in-process lock of this session object (created on first use,
+        dropped when no task holds or awaits it)."""
+        entry = self._append_locks.setdefault(id(session), _AppendLock())
+        entry.users += 1
+        try:
+            async with entry.lock:
+                yield
+        finally:
+            entry.users -= 1
+            if not entry.users:
+                del self._append_locks[id(session)]
+
+    async def _append(self, session: Any, event: Any) -> Any:
         delta: dict[str, Any] = dict(event.actions.state_delta or {})
         stored_delta = drop_temp(delta)
         check_state_delta(stored_delta)
@@ -877,15 +908,18 @@ class SqlSessionService(ClosedOnExit):
 
         For bringing sessions over from elsewhere (ADK session JSON, another store).
         Events keep their ids, timestamps and order; ``session.state`` is split by
-        scope: un-prefixed keys become session state, ``user:`` and ``app:`` keys are
-        written to the user and app state (overwriting those keys), ``temp:`` keys are
-        dropped. The stored revision is the number of events. ``last_update_time``
-        is kept (0 means: the newest event's timestamp, else now).
+        scope: un-prefixed keys become session state, ``user:`` and ``app:`` keys go
+        to the user and app state where the store does not have them yet (a dump's
+        copy of them is older than what the store holds; ``replace`` overwrites
+        them), ``temp:`` keys are dropped. The stored revision is the number of
+        events. ``last_update_time`` is kept (0 means: the newest event's timestamp,
+        else now).
 
         Args:
             session: a :class:`Session` (or ADK ``Session``).
-            replace: delete an existing session with the same id first; otherwise
-                an existing session is left untouched.
+            replace: delete an existing session with the same id first, and
+                overwrite the ``user:`` and ``app:`` keys the store has; otherwise an
+                existing session is left untouched.
 
         Returns:
             True if the session was written, False if it existed and was kept.
@@ -930,6 +964,10 @@ class SqlSessionService(ClosedOnExit):
                 if not replace:
                     return False
                 await queries.delete_session(conn, **key)
+            if not replace:
+                states = await queries.load_states(conn, **key)
+                app_json = {k: v for k, v in app_json.items() if k not in states.app}
+                user_json = {k: v for k, v in user_json.items() if k not in states.user}
             await queries.insert_session(
                 conn,
                 **key,
