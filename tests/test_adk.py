@@ -564,6 +564,7 @@ def test_import_adk_refuses_the_pickled_schema(tmp_path: Path, sqlite_url: str) 
     assert result.exit_code == 1 and "not a database of ADK's DatabaseSessionService" in (
         result.output
     )
+    assert f"sqlite:///{other} is not" in " ".join(result.output.split())  # as given
 
 
 def test_import_adk_needs_no_url_in_argv_for_target(

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import inspect, select, text, tuple_
+from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 
 from .engine import normalize_url, redact_url
@@ -80,6 +81,15 @@ def open_source(url: str) -> AsyncEngine:
     return create_async_engine(parsed)
 
 
+def _shown(url: URL) -> str:
+    """The source URL as the user wrote it (without :func:`open_source`'s read-only
+    form), password hidden."""
+    database = url.database or ""
+    if url.get_backend_name() == "sqlite" and database.startswith("file:"):
+        return f"sqlite:///{database[len('file:') :].removesuffix('?mode=ro')}"
+    return redact_url(url)
+
+
 def _schema_version(conn: Any) -> str | None:
     inspector = inspect(conn)
     if inspector.has_table("adk_internal_metadata"):
@@ -104,7 +114,7 @@ async def source_schema_version(source: AsyncEngine) -> str:
     """
     async with source.connect() as conn:
         version = await conn.run_sync(_schema_version)
-    where = redact_url(source.url)
+    where = _shown(source.url)
     if version == "1":
         return version
     if version == "0":
