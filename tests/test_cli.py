@@ -253,7 +253,12 @@ def test_importing_an_old_dump_keeps_the_user_and_app_state_the_store_has(
     ],
 )
 def test_bad_urls_give_one_line_and_status_1(url: str) -> None:
-    for command in (["sessions", "list", "--app", "a"], ["migrate"]):
+    for command in (
+        ["sessions", "list", "--app", "a"],
+        ["migrate"],
+        ["prune", "--older-than", "90d", "--dry-run"],
+        ["forget-user", "--app", "a", "--user", "u", "--yes"],
+    ):
         result = runner.invoke(app, [*command, "--url", url])
         assert result.exit_code == 1, result.output
         assert result.output.startswith("error: ") and result.output.count("\n") == 1

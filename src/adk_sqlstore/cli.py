@@ -109,7 +109,11 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
 def _database(url: str | None, *, must_exist: bool = True) -> str | None:
     """``url`` unchanged, after checking that an SQLite file it names exists (a read
     command would otherwise create an empty file); the embedded default is exempt."""
-    target = resolve_url(url)
+    try:
+        target = resolve_url(url)
+    except ValueError as exc:
+        _error(str(exc))
+        raise typer.Exit(1) from None
     path = target.url.database
     if (
         must_exist

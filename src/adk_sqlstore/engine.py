@@ -169,10 +169,14 @@ def normalize_url(url: str | URL) -> URL:
 
 
 _ASYNCPG_QUERY = {
-    "ssl",
     "host",
-    "target_session_attrs",
+    "port",
+    "user",
+    "password",
+    "database",
     "passfile",
+    "ssl",
+    "target_session_attrs",
     "prepared_statement_cache_size",
 }
 
