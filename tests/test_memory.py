@@ -174,6 +174,38 @@ async def test_add_events_to_memory_is_incremental_and_idempotent(
     assert texts(await search(memory, "hiking", user="u2")) == ["I love hiking in the Alps"]
 
 
+async def test_a_stale_session_object_never_drops_newer_events_memories(
+    service: SqlSessionService, memory: SqlMemoryService
+) -> None:
+    """add_session_to_memory's docstring: an object loaded before later appends is
+    reloaded whole, so only events gone from the session disappear from memory."""
+    s = await session_with(service, "u1", "alpha apricot")
+    stale = await service.get_session(app_name=APP, user_id="u1", session_id=s.id)
+    assert stale is not None
+    await service.append_event(s, turn("beta blueberry"))
+    await memory.add_session_to_memory(s)
+    report = await memory.add_session_to_memory(stale)
+    assert report.deleted == 0 and report.events == 2
+    assert texts(await search(memory, "blueberry")) == ["beta blueberry"]
+    # the recorded revision is the stored one: the idle job has nothing left to do
+    assert (await memory.ingest_idle_sessions(timedelta(0))).sessions == 0
+
+
+async def test_an_event_added_again_without_text_removes_its_memory(
+    memory: SqlMemoryService,
+) -> None:
+    event = turn("gamma secret", event_id="e-gamma")
+    assert await memory.add_events_to_memory(app_name=APP, user_id="u1", events=[event]) == 1
+    assert texts(await search(memory, "gamma")) == ["gamma secret"]
+    emptied = turn("", event_id="e-gamma")  # its text was removed
+    assert await memory.add_events_to_memory(app_name=APP, user_id="u1", events=[emptied]) == 0
+    assert texts(await search(memory, "gamma secret")) == []
+    # the same event twice in one call: its last version counts
+    both = [event, emptied]
+    assert await memory.add_events_to_memory(app_name=APP, user_id="u1", events=both) == 0
+    assert texts(await search(memory, "gamma secret")) == []
+
+
 async def test_add_memory_stores_facts_searched_like_events(
     service: SqlSessionService, memory: SqlMemoryService
 ) -> None:
@@ -489,6 +521,47 @@ async def test_card_numbers_are_masked_before_storage(
     assert "pay with [card ending 0004] please" in texts(found)
     # The masked card is not findable by its digits; only the Luhn-invalid run is.
     assert texts(await search(memory, "4111")) == ["not a card: 4111 1111 1111 1112"]
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "4111\x001111\x001111\x001111",  # NUL, which the index turns into a space
+        "5555\n5555\n5555\n4444",  # line breaks
+        "4111 - 1111 - 1111 - 1111",
+        "4111\u20131111\u20131111\u20131111",  # en dash
+        "4111\u200b1111\u200b1111\u200b1111",  # zero-width space
+        "4111\u00ad1111\u00ad1111\u00ad1111",  # soft hyphen
+        "\u0664" + "\u0661" * 15,  # Arabic-Indic digits
+    ],
+)
+async def test_card_numbers_behind_unusual_separators_are_masked_too(
+    service: SqlSessionService, memory: SqlMemoryService, written: str
+) -> None:
+    s = await session_with(service, "u1", f"card {written} thanks")
+    await memory.add_session_to_memory(s)
+    stored = await _all_memory_text(memory)
+    digits = "".join(c for c in written if c.isdigit())
+    assert written not in stored and digits not in stored
+    assert "[card ending " in stored
+    assert texts(await search(memory, digits)) == []  # the whole number is not indexed
+
+
+async def test_a_card_number_split_across_parts_or_in_the_author_is_masked(
+    service: SqlSessionService, memory: SqlMemoryService
+) -> None:
+    s = await service.create_session(app_name=APP, user_id="u1")
+    await service.append_event(
+        s,
+        Event(
+            author="4111111111111111",
+            content={"role": "user", "parts": [{"text": "visa 4111 1111"}, {"text": "1111 1111"}]},
+        ),
+    )
+    await memory.add_session_to_memory(s)
+    stored = await _all_memory_text(memory)
+    assert "4111 1111\n1111 1111" not in stored and "4111111111111111" not in stored
+    assert texts(await search(memory, "visa")) == ["visa [card ending 1111]"]
 
 
 async def test_applications_add_their_own_rules(service: SqlSessionService) -> None:

@@ -198,6 +198,7 @@ class SqlMemoryService(ClosedOnExit):
             check_identifier("event id", event_id)
         if author is not None:
             check_text_field("memory author", author)
+            author = self._filter(valid_unicode(author))  # it is stored and indexed too
         check_timestamp("memory timestamp", timestamp)
         metadata = dict(custom_metadata or {})
         check_json_value("custom_metadata", metadata, "memory field")
@@ -237,10 +238,11 @@ class SqlMemoryService(ClosedOnExit):
             if getattr(event, "partial", None):
                 continue
             content = getattr(event, "content", None)
+            mid = memory_id(app_name, user_id, session_id, event.id)
             row = self._row(
                 app_name=app_name,
                 user_id=user_id,
-                memory_id=memory_id(app_name, user_id, session_id, event.id),
+                memory_id=mid,
                 session_id=session_id,
                 event_id=event.id,
                 author=event.author or None,
@@ -250,8 +252,9 @@ class SqlMemoryService(ClosedOnExit):
                 custom_metadata=custom_metadata,
                 now=now,
             )
+            rows.pop(mid, None)  # a repeated event id keeps its last version
             if row is not None:
-                rows[row["id"]] = row  # a repeated event id keeps its last version
+                rows[mid] = row
         return list(rows.values())
 
     # -- writing ------------------------------------------------------------------
@@ -267,8 +270,9 @@ class SqlMemoryService(ClosedOnExit):
         :meth:`ingest_idle_sessions` skips it until it changes.
 
         A session object loaded with ``GetSessionConfig`` limits holds fewer events
-        than it has revisions; it is reloaded whole first, so that the memories of its
-        older events are not dropped.
+        than it has revisions, and one loaded before later appends misses them; either
+        is reloaded whole first (the second inside the write transaction), so that no
+        stored event's memory is dropped.
 
         Args:
             session: a :class:`~adk_sqlstore.Session` (or ADK ``Session``); one not
@@ -292,26 +296,25 @@ class SqlMemoryService(ClosedOnExit):
             )
             if whole is not None:
                 session, (revision, incarnation) = whole, self._token_of(whole)
+        key = {"app_name": app_name, "user_id": user_id, "session_id": session_id}
         now = time.time()
-        rows = self._event_rows(
-            app_name=app_name,
-            user_id=user_id,
-            session_id=session_id,
-            events=session.events,
-            custom_metadata=None,
-            now=now,
-        )
-        keep = {row["id"] for row in rows}
+        rows = self._event_rows(**key, events=session.events, custom_metadata=None, now=now)
         async with self._sessions._transaction(write=True) as conn:
             if incarnation is not None:
-                stored = await queries.lock_session_incarnation(
-                    conn, app_name=app_name, user_id=user_id, session_id=session_id
-                )
-                if stored != incarnation:
+                stored = await queries.lock_session(conn, **key)
+                if stored is None or stored[0] != incarnation:
                     raise SessionNotFoundError(
                         f"session {session_id!r} of app {app_name!r} and user {user_id!r}"
                         " was deleted since it was loaded; its memories are not written"
                     )
+                if stored[1] != revision:  # the object is stale: ingest what is stored
+                    whole = await self._sessions._read_session(conn, key)
+                    assert whole is not None  # the row is locked
+                    revision = self._token_of(whole)[0]
+                    rows = self._event_rows(
+                        **key, events=whole.events, custom_metadata=None, now=now
+                    )
+            keep = {row["id"] for row in rows}
             existing = await queries.memory_ids_of_session(
                 conn, app_name=app_name, user_id=user_id, session_id=session_id
             )
@@ -351,7 +354,8 @@ class SqlMemoryService(ClosedOnExit):
     ) -> int:
         """Add events incrementally (e.g. only the latest turn); idempotent on event id.
 
-        Adding an event again updates its memory instead of copying it.
+        Adding an event again updates its memory instead of copying it; an event that
+        no longer carries text (after the ingestion filter) removes its memory.
 
         Args:
             session_id: the session the events belong to (``None`` if none).
@@ -372,7 +376,16 @@ class SqlMemoryService(ClosedOnExit):
             custom_metadata=custom_metadata,
             now=time.time(),
         )
+        textless = {
+            memory_id(app_name, user_id, session_id, e.id)
+            for e in events
+            if not getattr(e, "partial", None)
+        } - {row["id"] for row in rows}
         async with self._sessions._transaction(write=True) as conn:
+            if textless:
+                await queries.delete_memories(
+                    conn, app_name=app_name, user_id=user_id, memory_ids=sorted(textless)
+                )
             await queries.upsert_memories(conn, rows)
         return len(rows)
 
@@ -439,9 +452,11 @@ class SqlMemoryService(ClosedOnExit):
         """Search one user's memories with a natural-language query.
 
         Stop words are ignored, words are stemmed (English), any term may match, and
-        memories are ranked by BM25 (term frequency, length and term rarity: among
-        this user's memories on PostgreSQL, among all memories on SQLite, whose FTS5
-        keeps table-wide statistics); ties go to the more recent memory. Words are
+        memories are ranked by BM25 (which query terms a memory holds, its length,
+        and each term's rarity among this user's memories, on both backends; a term
+        counts once per memory); ties go to the more recent memory. The author and the
+        first 100,000 characters of a memory's text are indexed (the whole text is
+        stored and returned; words beyond that point are not found). Words are
         matched whole: a run of CJK characters is one word, so part of it does not
         match; SQLite ignores accents (``cafe`` finds ``café``), PostgreSQL does not.
         No input raises: search syntax, SQL, emoji, CJK and very long queries are all

@@ -273,19 +273,19 @@ async def load_session(
     return SessionRow(app_name, user_id, session_id, row.revision, row.update_time, row.incarnation)
 
 
-async def lock_session_incarnation(
+async def lock_session(
     conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str
-) -> str | None:
-    """The stored incarnation of a session, its row locked against deletion until the
-    transaction ends (PostgreSQL: FOR SHARE; SQLite: the caller's write transaction);
-    ``None`` when the session does not exist."""
+) -> tuple[str, int] | None:
+    """The stored (incarnation, revision) of a session, its row locked against appends
+    and deletion until the transaction ends (PostgreSQL: FOR SHARE; SQLite: the
+    caller's write transaction); ``None`` when the session does not exist."""
     result = await conn.execute(
-        select(sessions.c.incarnation)
+        select(sessions.c.incarnation, sessions.c.revision)
         .where(_session_key(app_name, user_id, session_id))
         .with_for_update(read=True)
     )
     row = result.first()
-    return None if row is None else str(row.incarnation)
+    return None if row is None else (str(row.incarnation), int(row.revision))
 
 
 async def load_states(

@@ -5,9 +5,12 @@ remembered, such as payment details, health information or credentials, and filt
 at ingestion rather than at retrieval." The filtered text is what is stored and indexed;
 the raw value is nowhere in the memory table.
 
-By default payment card numbers are masked: runs of 13 to 19 digits, with up to two
-spaces (no-break and thin spaces included), tabs or dashes between digits, that pass
-the Luhn check become ``[card ending 1111]``. Applications add their own rules: a
+By default payment card numbers are masked: runs of 13 to 19 digits (any script's
+decimal digits), with up to three separators between digits (any whitespace, line
+breaks and NUL included; dashes of every kind; soft hyphens and zero-width
+characters), that pass the Luhn check become ``[card ending 1111]``. Parts of a message
+are joined by line breaks before the filter runs, so a number split across parts is
+caught too. Applications add their own rules: a
 callable ``str -> str``, or a regular expression (string or compiled) whose matches
 become ``[redacted]``.
 """
@@ -22,17 +25,18 @@ __all__ = ["Redactor", "build_filter", "luhn_valid", "mask_card_numbers"]
 
 Redactor: TypeAlias = Callable[[str], str] | str | re.Pattern[str]
 
-# 13-19 digits, not inside a longer run, with up to two separators between digits: spaces
-# (including no-break and thin spaces), tabs or dashes.
-_SEPARATORS = "[ \t\u00a0\u2007\u202f-]"
-_CARD_CANDIDATE = re.compile(rf"(?<![\d])\d(?:{_SEPARATORS}{{0,2}}\d){{12,18}}(?![\d])")
+# 13-19 digits, not inside a longer run, with up to three separators between digits:
+# whitespace (line breaks, no-break and thin spaces included), NUL, dashes (ASCII,
+# Unicode hyphens and dashes, minus), soft hyphens and zero-width characters.
+_SEPARATORS = "[\\s\x00\\-\u00ad\u2010-\u2015\u2212\u200b-\u200d\u2060\ufeff]"
+_CARD_CANDIDATE = re.compile(rf"(?<![\d])\d(?:{_SEPARATORS}{{0,3}}\d){{12,18}}(?![\d])")
 
 
 def luhn_valid(digits: str) -> bool:
     """The Luhn checksum of a string of digits (as used by payment card numbers)."""
     total = 0
     for position, char in enumerate(reversed(digits)):
-        value = ord(char) - 48
+        value = int(char)  # any script's decimal digit
         if position % 2 == 1:
             value *= 2
             if value > 9:
@@ -42,13 +46,13 @@ def luhn_valid(digits: str) -> bool:
 
 
 def mask_card_numbers(text: str) -> str:
-    """Replace Luhn-valid 13-19 digit runs (spaces, tabs or dashes allowed between
-    digits) by ``[card ending NNNN]``."""
+    """Replace Luhn-valid 13-19 digit runs (separators as in the module docstring
+    allowed between digits) by ``[card ending NNNN]``."""
 
     def mask(match: re.Match[str]) -> str:
         digits = re.sub(_SEPARATORS, "", match.group(0))
         if 13 <= len(digits) <= 19 and luhn_valid(digits):
-            return f"[card ending {digits[-4:]}]"
+            return f"[card ending {''.join(str(int(d)) for d in digits[-4:])}]"
         return match.group(0)
 
     return _CARD_CANDIDATE.sub(mask, text)

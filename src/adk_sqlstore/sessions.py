@@ -469,16 +469,22 @@ class SqlSessionService(ClosedOnExit):
             fold whatever ``config`` limits.
         """
         key = self._key(app_name, user_id, session_id)
+        async with self._direct() as conn:
+            return await self._read_session(conn, key, config)
+
+    async def _read_session(
+        self, conn: AsyncConnection, key: dict[str, str], config: GetSessionConfig | None = None
+    ) -> Session | None:
+        """:meth:`get_session` on ``conn`` (e.g. inside a write transaction)."""
         num_recent = config.num_recent_events if config else None
         if num_recent is not None and num_recent >= _ALL_EVENTS:
             num_recent = None
-        async with self._direct() as conn:
-            rows = await load_session_rows(
-                conn,
-                **key,
-                num_recent_events=num_recent,
-                after_timestamp=config.after_timestamp if config else None,
-            )
+        rows = await load_session_rows(
+            conn,
+            **key,
+            num_recent_events=num_recent,
+            after_timestamp=config.after_timestamp if config else None,
+        )
         if not rows or rows[0][0] != 0:
             return None
         _, incarnation, _, revision, update_time = rows[0]
