@@ -10,10 +10,12 @@ import random
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
 from adk_sqlstore import (
     Event,
@@ -585,6 +587,28 @@ async def test_applications_add_their_own_rules(service: SqlSessionService) -> N
 
 
 # -- forgetting -----------------------------------------------------------------------
+
+
+@pytest.mark.sqlite
+async def test_a_forgotten_users_words_are_gone_from_the_sqlite_file(sqlite_url: str) -> None:
+    """FTS5 deletes only mark index entries, and SQLite keeps freed pages as they were:
+    forget_user purges both, so the words cannot be read back from the file."""
+    path = Path(make_url(sqlite_url).database or "")
+    async with SqlSessionService.from_url(sqlite_url) as service:
+        memory = SqlMemoryService(service.engine)
+        for n in range(50):  # enough rows for several FTS5 segments
+            s = await service.create_session(app_name=APP, user_id="gone")
+            await service.append_event(s, turn(f"my passphrase is zqxjvortex{n % 3} plorbitis"))
+            await memory.add_session_to_memory(s)
+        kept = await service.create_session(app_name=APP, user_id="stays")
+        await service.append_event(kept, turn("keepsake kumquat"))
+        await memory.add_session_to_memory(kept)
+        await memory.forget_user(app_name=APP, user_id="gone")
+        assert texts(await search(memory, "kumquat", user="stays")) == ["keepsake kumquat"]
+    data = b"".join(f.read_bytes() for f in path.parent.glob(path.name + "*"))
+    for word in (b"zqxjvortex", b"plorbiti", b"passphras"):
+        assert word not in data, word
+    assert b"kumquat" in data
 
 
 async def test_forget_user_deletes_everything_of_that_user_only(

@@ -291,6 +291,7 @@ def configure_engine(
             cursor.execute("PRAGMA journal_mode = WAL")
             cursor.execute("PRAGMA synchronous = NORMAL")
             cursor.execute("PRAGMA foreign_keys = ON")
+            cursor.execute("PRAGMA secure_delete = ON")  # deleted text is zeroed, not left
         finally:
             cursor.close()
 

@@ -37,7 +37,13 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from . import queries
-from .dialect import AppendRow, append_row, is_unique_violation, load_session_rows
+from .dialect import (
+    AppendRow,
+    append_row,
+    is_unique_violation,
+    load_session_rows,
+    purge_deleted_text,
+)
 from .engine import (
     WRITE_OPTION,
     ClosedOnExit,
@@ -649,7 +655,9 @@ class SqlSessionService(ClosedOnExit):
         every stored session, the memory index and any extracted facts." Removes the
         user's sessions with their events and session state, the user's state, and
         every memory (events and facts) with its index entries. App state and other
-        users' rows are untouched.
+        users' rows are untouched. On SQLite the deleted text is then purged from the
+        file too (see :func:`adk_sqlstore.dialect.purge_deleted_text`); on PostgreSQL
+        (auto)VACUUM removes the dead rows.
 
         Returns:
             Rows deleted by kind: ``sessions``, ``events``, ``session_state_keys``,
@@ -659,7 +667,11 @@ class SqlSessionService(ClosedOnExit):
         check_identifier("app_name", app_name)
         check_identifier("user_id", user_id)
         async with self._transaction(write=True) as conn:
-            return await queries.forget_user(conn, app_name=app_name, user_id=user_id)
+            counts = await queries.forget_user(conn, app_name=app_name, user_id=user_id)
+        if counts["memories"]:
+            async with self._direct() as conn:
+                await purge_deleted_text(conn)
+        return counts
 
     async def prune(
         self,
