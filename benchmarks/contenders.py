@@ -95,7 +95,25 @@ class ServiceContender(Contender):
         return len((await self.service.list_sessions(app_name=APP, user_id=user)).sessions)
 
 
-class Core(ServiceContender):
+class ImportingContender(ServiceContender):
+    """A store of ours: a bulk session is written in one ``import_session``."""
+
+    def session_model(self) -> Any:
+        """The Session class the service imports."""
+        raise NotImplementedError
+
+    async def bulk(self, user: str, count: int) -> str:
+        events = [self.make_event(n) for n in range(count)]
+        for n, event in enumerate(events):
+            event.timestamp = 1.7e9 + n
+        session = self.session_model()(
+            id=str(uuid.uuid4()), app_name=APP, user_id=user, events=events
+        )
+        await self.service.import_session(session)
+        return str(session.id)
+
+
+class Core(ImportingContender):
     name = "core"
     service: SqlSessionService
 
@@ -114,13 +132,8 @@ class Core(ServiceContender):
             content={"role": "user", "parts": [{"text": text_of(n)}]},
         )
 
-    async def bulk(self, user: str, count: int) -> str:
-        events = [self.make_event(n) for n in range(count)]
-        for n, event in enumerate(events):
-            event.timestamp = 1.7e9 + n
-        session = CoreSession(id=str(uuid.uuid4()), app_name=APP, user_id=user, events=events)
-        await self.service.import_session(session)
-        return session.id
+    def session_model(self) -> Any:
+        return CoreSession
 
 
 def adk_event(n: int) -> Any:
@@ -148,7 +161,7 @@ class AdkTypes(ServiceContender):
         return adk_event(n)
 
 
-class AdkClasses(AdkTypes):
+class AdkClasses(AdkTypes, ImportingContender):
     name = "adk classes"
 
     async def open(self, url: str) -> None:
@@ -156,15 +169,10 @@ class AdkClasses(AdkTypes):
 
         self.service = AdkSqlSessionService(url, auto_migrate=True)
 
-    async def bulk(self, user: str, count: int) -> str:
+    def session_model(self) -> Any:
         from google.adk.sessions import Session
 
-        events = [self.make_event(n) for n in range(count)]
-        for n, event in enumerate(events):
-            event.timestamp = 1.7e9 + n
-        session = Session(id=str(uuid.uuid4()), app_name=APP, user_id=user, events=events)
-        await self.service.import_session(session)
-        return session.id
+        return Session
 
 
 class AdkDatabase(AdkTypes):
