@@ -1,29 +1,41 @@
-"""Bring data over from ADK's ``DatabaseSessionService`` (extra ``adk``).
+"""Bring data over from ADK's SQL session services (extra ``adk``).
 
-Reads a database written by ADK's ``DatabaseSessionService`` with its current schema
-(``adk_internal_metadata.schema_version = 1``: events as JSON) and copies every session,
-event, user state and app state into adk-sqlstore. The source is only read (an SQLite
-source is opened read-only). Sessions are read in batches and each is written in one
-transaction; a session that already exists in the target is left alone unless
-``replace``, so running the import twice changes nothing. State keys that already
-exist in the target are kept the same way.
+Reads either of the two SQL layouts ADK 2.13 writes and copies every session, event,
+user state and app state into adk-sqlstore:
 
-ADK's older schema (``v0``) stores event actions as Python pickles; unpickling
-untrusted data can run arbitrary code, so such a database is refused: migrate it with
-ADK's own ``adk migrate session`` first.
+* ``DatabaseSessionService`` with its current schema (``adk_internal_metadata.schema_version
+  = 1``: events as JSON), on PostgreSQL or SQLite;
+* ``SqliteSessionService``, which ADK uses for ``sqlite:///...`` session URLs and for
+  ``adk web``'s default ``<agents>/<agent>/.adk/session.db``: an SQLite file whose
+  ``sessions``, ``events``, ``app_states`` and ``user_states`` tables hold state and
+  events as JSON text and times as epoch seconds.
 
-Events are converted exactly as ADK's ``DatabaseSessionService`` does when it reads
-them (its ``StorageEvent.to_event``), so a session read through
-:mod:`adk_sqlstore.adk` afterwards equals the one ADK returns from the source.
+The layout is detected from the source's tables and columns. The source is only read
+(an SQLite source is opened read-only). Sessions are read in batches and each is
+written in one transaction; a session that already exists in the target is left alone
+unless ``replace``, so running the import twice changes nothing. State keys that
+already exist in the target are kept the same way.
+
+ADK's older ``DatabaseSessionService`` schema (``v0``) stores event actions as Python
+pickles; unpickling untrusted data can run arbitrary code, so such a database is
+refused: migrate it with ADK's own ``adk migrate session`` first.
+
+Sessions are read exactly as ADK's own service for the layout reads them (its
+``StorageEvent.to_event``, or ``SqliteSessionService.get_session``: events in
+``timestamp`` then ``rowid`` order, each ``Event.model_validate_json(event_data)``), so
+a session read through :mod:`adk_sqlstore.adk` afterwards equals the one ADK returns
+from the source.
 """
 
 from __future__ import annotations
 
+import json
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-from sqlalchemy import inspect, select, text, tuple_
+from sqlalchemy import Select, column, inspect, select, table, text, tuple_
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 
@@ -32,6 +44,7 @@ from .errors import MigrationError
 from .models import GetSessionConfig
 
 try:
+    from google.adk.events import Event as AdkEvent
     from google.adk.sessions import Session as AdkSession
     from google.adk.sessions.schemas.v1 import (
         StorageAppState,
@@ -41,16 +54,18 @@ try:
     )
 except ImportError as exc:  # pragma: no cover - exercised without google-adk
     raise ImportError(
-        "importing from ADK's DatabaseSessionService needs google-adk; install it with:"
+        "importing from ADK's session databases needs google-adk; install it with:"
         " pip install 'adk-sqlstore[adk]'"
     ) from exc
 
 from .adk import SqlSessionService
 
-__all__ = ["ImportReport", "import_adk_database", "open_source", "source_schema_version"]
+__all__ = ["ImportReport", "import_adk_database", "open_source", "source_layout"]
 
 _BATCH = 200
 _NO_EVENTS = GetSessionConfig(num_recent_events=0)
+
+_Key = tuple[str, str, str]
 
 
 @dataclass
@@ -90,90 +105,195 @@ def _shown(url: URL) -> str:
     return redact_url(url)
 
 
-def _schema_version(conn: Any) -> str | None:
+# -- the two layouts -----------------------------------------------------------------------
+
+
+class _Reader(ABC):
+    """How one of ADK's layouts is read: the sessions' key columns (read in key-order
+    batches), the app and user state rows, and one session as ADK's service returns
+    it, with only its session-scoped state (user and app state are copied on their own).
+    """
+
+    name: ClassVar[str]
+    keys: ClassVar[tuple[Any, Any, Any]]  # app_name, user_id, id of the sessions table
+    app_states: ClassVar[Select[Any]]  # rows (app_name, state)
+    user_states: ClassVar[Select[Any]]  # rows (app_name, user_id, state)
+
+    @abstractmethod
+    def state(self, value: Any) -> dict[str, Any]:
+        """A state column's value as a dict."""
+
+    @abstractmethod
+    async def session(self, db: AsyncSession, key: _Key) -> AdkSession | None:
+        """The session ``key``, None if it is gone."""
+
+
+class _DatabaseReader(_Reader):
+    """``DatabaseSessionService``, schema v1, through ADK's own ORM models."""
+
+    name = "DatabaseSessionService"
+    keys = (StorageSession.app_name, StorageSession.user_id, StorageSession.id)
+    app_states = select(StorageAppState.app_name, StorageAppState.state)
+    user_states = select(
+        StorageUserState.app_name, StorageUserState.user_id, StorageUserState.state
+    )
+
+    def state(self, value: Any) -> dict[str, Any]:
+        return dict(value or {})
+
+    async def session(self, db: AsyncSession, key: _Key) -> AdkSession | None:
+        app_name, user_id, session_id = key
+        row = await db.get(StorageSession, key)
+        if row is None:
+            return None
+        stmt = (
+            select(StorageEvent)
+            .where(
+                StorageEvent.app_name == app_name,
+                StorageEvent.user_id == user_id,
+                StorageEvent.session_id == session_id,
+            )
+            .order_by(StorageEvent.timestamp, StorageEvent.id)
+        )
+        events = [e.to_event() for e in (await db.execute(stmt)).scalars()]
+        session: AdkSession = row.to_session(state=self.state(row.state), events=events)
+        db.expunge_all()  # keep memory flat: rows of this session are not needed any more
+        return session
+
+
+_sessions = table("sessions", column("app_name"), column("user_id"), column("id"))
+_app_states = table("app_states", column("app_name"), column("state"))
+_user_states = table("user_states", column("app_name"), column("user_id"), column("state"))
+_SQLITE_SESSION = text(
+    "SELECT state, update_time FROM sessions WHERE app_name = :app AND user_id = :user AND id = :id"
+)
+_SQLITE_EVENTS = text(
+    "SELECT event_data FROM events WHERE app_name = :app AND user_id = :user"
+    " AND session_id = :id ORDER BY timestamp, rowid"
+)
+
+
+class _SqliteReader(_Reader):
+    """``SqliteSessionService``: JSON text columns, read with SQL as ADK reads them."""
+
+    name = "SqliteSessionService"
+    keys = (_sessions.c.app_name, _sessions.c.user_id, _sessions.c.id)
+    app_states = select(_app_states.c.app_name, _app_states.c.state)
+    user_states = select(_user_states.c.app_name, _user_states.c.user_id, _user_states.c.state)
+
+    def state(self, value: Any) -> dict[str, Any]:
+        state = json.loads(value)
+        if not isinstance(state, dict):
+            raise MigrationError(f"a stored state is not a JSON object: {value[:80]!r}")
+        return state
+
+    async def session(self, db: AsyncSession, key: _Key) -> AdkSession | None:
+        app_name, user_id, session_id = key
+        params = {"app": app_name, "user": user_id, "id": session_id}
+        row = (await db.execute(_SQLITE_SESSION, params)).first()
+        if row is None:
+            return None
+        events = [
+            AdkEvent.model_validate_json(data)
+            for data in (await db.execute(_SQLITE_EVENTS, params)).scalars()
+        ]
+        return AdkSession(
+            app_name=app_name,
+            user_id=user_id,
+            id=session_id,
+            state=self.state(row.state),
+            events=events,
+            last_update_time=row.update_time,
+        )
+
+
+# The columns the SqliteSessionService layout is recognised by (ADK's CREATE TABLEs).
+_SQLITE_LAYOUT = {
+    "sessions": {"app_name", "user_id", "id", "state", "create_time", "update_time"},
+    "events": {"id", "app_name", "user_id", "session_id", "timestamp", "event_data"},
+    "app_states": {"app_name", "state", "update_time"},
+    "user_states": {"app_name", "user_id", "state", "update_time"},
+}
+
+
+def _layout(conn: Any) -> str | None:
+    """``"sqlite"`` for the SqliteSessionService layout, else DatabaseSessionService's
+    schema version (``"0"`` for the pickled one), else None."""
     inspector = inspect(conn)
-    if inspector.has_table("adk_internal_metadata"):
+    tables = set(inspector.get_table_names())
+    if "adk_internal_metadata" in tables:
         key = inspector.dialect.identifier_preparer.quote("key")
         row = conn.execute(
             text(f"SELECT value FROM adk_internal_metadata WHERE {key} = 'schema_version'")
         ).first()
         return None if row is None else str(row[0])
-    if inspector.has_table("events"):
-        columns = {c["name"] for c in inspector.get_columns("events")}
-        if "actions" in columns and "event_data" not in columns:
-            return "0"
+    columns = {
+        t: {c["name"] for c in inspector.get_columns(t)} for t in tables & _SQLITE_LAYOUT.keys()
+    }
+    events = columns.get("events", set())
+    if "actions" in events and "event_data" not in events:
+        return "0"
+    if conn.dialect.name == "sqlite" and all(
+        wanted <= columns.get(name, set()) for name, wanted in _SQLITE_LAYOUT.items()
+    ):
+        return "sqlite"
     return None
 
 
-async def source_schema_version(source: AsyncEngine) -> str:
-    """The ADK schema version of the source.
-
-    Raises:
-        MigrationError: the source is ADK's pickled v0 schema (refused), another
-            version, or not an ADK session database.
-    """
+async def _reader(source: AsyncEngine) -> _Reader:
     async with source.connect() as conn:
-        version = await conn.run_sync(_schema_version)
+        layout = await conn.run_sync(_layout)
     where = _shown(source.url)
-    if version == "1":
-        return version
-    if version == "0":
+    if layout == "1":
+        return _DatabaseReader()
+    if layout == "sqlite":
+        return _SqliteReader()
+    if layout == "0":
         raise MigrationError(
             f"{where} uses ADK's old session schema (v0), which stores event actions as"
             " Python pickles; adk-sqlstore does not unpickle data (it can run arbitrary"
             " code). Migrate it with ADK's own `adk migrate session` first, then import."
         )
-    if version is None:
+    if layout is None:
         raise MigrationError(
-            f"{where} is not a database of ADK's DatabaseSessionService (no"
-            " adk_internal_metadata table)"
+            f"{where} is not a session database of ADK: adk-sqlstore reads the one of"
+            " DatabaseSessionService (schema v1, with an adk_internal_metadata table) and"
+            " the SQLite file of SqliteSessionService (tables sessions, events with"
+            " event_data, app_states and user_states)"
         )
     raise MigrationError(
-        f"{where} has ADK session schema version {version!r}; this adk-sqlstore reads version 1"
+        f"{where} has ADK session schema version {layout!r}; this adk-sqlstore reads"
+        " DatabaseSessionService's version 1 (or SqliteSessionService's SQLite file)"
     )
 
 
-async def _session_keys(db: AsyncSession) -> AsyncIterator[tuple[str, str, str]]:
+async def source_layout(source: AsyncEngine) -> str:
+    """Which of ADK's session services wrote the source: ``"DatabaseSessionService"``
+    (schema v1) or ``"SqliteSessionService"``.
+
+    Raises:
+        MigrationError: the source is ADK's pickled v0 schema (refused), another
+            schema version, or not an ADK session database.
+    """
+    return (await _reader(source)).name
+
+
+# -- shared batching and writing -----------------------------------------------------------
+
+
+async def _session_keys(db: AsyncSession, reader: _Reader) -> AsyncIterator[_Key]:
     """Every (app_name, user_id, id) of the source, in key order, in batches."""
-    after: tuple[str, str, str] | None = None
+    after: _Key | None = None
     while True:
-        stmt = (
-            select(StorageSession.app_name, StorageSession.user_id, StorageSession.id)
-            .order_by(StorageSession.app_name, StorageSession.user_id, StorageSession.id)
-            .limit(_BATCH)
-        )
+        stmt = select(*reader.keys).order_by(*reader.keys).limit(_BATCH)
         if after is not None:
-            stmt = stmt.where(
-                tuple_(StorageSession.app_name, StorageSession.user_id, StorageSession.id) > after
-            )
+            stmt = stmt.where(tuple_(*reader.keys) > after)
         batch = [(a, u, s) for a, u, s in (await db.execute(stmt)).all()]
         for key in batch:
             yield key
         if len(batch) < _BATCH:
             return
         after = batch[-1]
-
-
-async def _read_session(db: AsyncSession, key: tuple[str, str, str]) -> AdkSession | None:
-    """One session as ADK's DatabaseSessionService returns it, with only its
-    session-scoped state (user and app state are copied on their own)."""
-    app_name, user_id, session_id = key
-    row = await db.get(StorageSession, key)
-    if row is None:
-        return None
-    stmt = (
-        select(StorageEvent)
-        .where(
-            StorageEvent.app_name == app_name,
-            StorageEvent.user_id == user_id,
-            StorageEvent.session_id == session_id,
-        )
-        .order_by(StorageEvent.timestamp, StorageEvent.id)
-    )
-    events = [e.to_event() for e in (await db.execute(stmt)).scalars()]
-    session: AdkSession = row.to_session(state=dict(row.state or {}), events=events)
-    db.expunge_all()  # keep memory flat: rows of this session are not needed any more
-    return session
 
 
 async def import_adk_database(
@@ -184,7 +304,8 @@ async def import_adk_database(
     dry_run: bool = False,
     on_session: Callable[[AdkSession, bool], None] | None = None,
 ) -> ImportReport:
-    """Copy an ADK ``DatabaseSessionService`` database into adk-sqlstore.
+    """Copy a database of ADK's ``DatabaseSessionService`` (schema v1) or
+    ``SqliteSessionService`` into adk-sqlstore; the layout is detected.
 
     Args:
         source: an engine on the ADK database (see :func:`open_source`).
@@ -197,13 +318,14 @@ async def import_adk_database(
         What was copied (or would be, in a dry run).
 
     Raises:
-        MigrationError: the source is not ADK's current session schema.
+        MigrationError: the source is neither of the layouts read (see
+            :func:`source_layout`).
     """
-    await source_schema_version(source)
+    reader = await _reader(source)
     report = ImportReport()
     async with AsyncSession(source) as db:
-        async for key in _session_keys(db):
-            session = await _read_session(db, key)
+        async for key in _session_keys(db, reader):
+            session = await reader.session(db, key)
             if session is None:
                 continue
             if dry_run:
@@ -220,31 +342,20 @@ async def import_adk_database(
                 report.skipped += 1
             if on_session is not None:
                 on_session(session, written)
-        app_rows = await db.stream_scalars(
-            select(StorageAppState).execution_options(yield_per=_BATCH)
-        )
-        async for app_row in app_rows:
-            state = dict(app_row.state or {})
-            report.app_state_keys += (
-                len(state)
-                if dry_run
-                else await target.core.import_state(
-                    app_name=app_row.app_name, user_id=None, state=state, replace=replace
+        for stmt in (reader.app_states, reader.user_states):
+            async for row in await db.stream(stmt.execution_options(yield_per=_BATCH)):
+                values = row._mapping
+                user_id = values.get("user_id")  # None: an app state row
+                state = reader.state(values["state"])
+                keys = (
+                    len(state)
+                    if dry_run
+                    else await target.core.import_state(
+                        app_name=values["app_name"], user_id=user_id, state=state, replace=replace
+                    )
                 )
-            )
-        user_rows = await db.stream_scalars(
-            select(StorageUserState).execution_options(yield_per=_BATCH)
-        )
-        async for user_row in user_rows:
-            state = dict(user_row.state or {})
-            report.user_state_keys += (
-                len(state)
-                if dry_run
-                else await target.core.import_state(
-                    app_name=user_row.app_name,
-                    user_id=user_row.user_id,
-                    state=state,
-                    replace=replace,
-                )
-            )
+                if user_id is None:
+                    report.app_state_keys += keys
+                else:
+                    report.user_state_keys += keys
     return report
