@@ -19,13 +19,18 @@ errors (``google.adk.errors.AlreadyExistsError``, ``SessionNotFoundError``,
 this module only converts types and errors.
 
 For ADK's command line, both classes accept ``uri=`` (the ``services.yaml``
-convention): ``sqlstore+postgresql://...``, ``sqlstore+sqlite:///path.db`` or
+convention; ``adk-sqlstore services-yaml`` prints the file, shipped in this package as
+``adk_sqlstore/services.yaml``): ``sqlstore+postgresql://...``,
+``sqlstore+sqlite:///relative/to/cwd.db``, ``sqlstore+sqlite:////absolute/path.db`` or
 ``sqlstore://`` (``$ADK_SQLSTORE_DATABASE_URL``, else the embedded SQLite file); add
-``?auto_migrate=true`` to let a PostgreSQL database be migrated on first use.
+``?auto_migrate=true`` to let a PostgreSQL database be migrated on first use. Plain
+database URLs work too (every spelling of :mod:`adk_sqlstore.engine`). Each class logs
+where its data lives when it is created (the absolute path of an SQLite file).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
@@ -60,7 +65,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a process without 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import errors, queries
-from .engine import ClosedOnExit
+from .engine import ClosedOnExit, describe_url
 from .memory import IngestReport, MemoryCheckpoint
 from .memory import SqlMemoryService as CoreMemoryService
 from .redaction import Redactor
@@ -69,34 +74,7 @@ from .validation import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_STATE_VALUE_BYTES
 
 __all__ = ["PagedListSessionsResponse", "SqlMemoryService", "SqlSessionService"]
 
-SCHEME = "sqlstore"
-
-
-def parse_uri(uri: str | None) -> tuple[str | None, bool | None]:
-    """Split an ADK service URI into a database URL and an auto-migrate choice.
-
-    ``sqlstore+postgresql://u:p@h/db?auto_migrate=true`` gives
-    (``postgresql://u:p@h/db``, True); ``sqlstore://`` gives (None, None): the
-    environment variable or the embedded default. Plain database URLs pass through.
-    """
-    if uri is None:
-        return None, None
-    auto: bool | None = None
-    base, sep, query = uri.partition("?")
-    if sep:
-        kept = []
-        for pair in query.split("&"):
-            key, _, value = pair.partition("=")
-            if key == "auto_migrate":
-                auto = value.lower() in ("1", "true", "yes")
-            elif pair:
-                kept.append(pair)
-        uri = base + ("?" + "&".join(kept) if kept else "")
-    if uri.startswith(SCHEME + "://"):
-        return None, auto
-    if uri.startswith(SCHEME + "+"):
-        uri = uri[len(SCHEME) + 1 :]
-    return uri, auto
+logger = logging.getLogger(__name__)
 
 
 class PagedListSessionsResponse(AdkListSessionsResponse):
@@ -163,6 +141,14 @@ class _AdkModels(CoreSessionService):
         session._storage_update_marker = f"{incarnation or ''}:{revision}"
 
 
+def _from_uri(uri: str | None, auto_migrate: bool | None, kind: str, **kwargs: Any) -> _AdkModels:
+    """The core service on its own engine for an ADK service URI, logging where the
+    data lives (ADK's server shows INFO lines at start-up)."""
+    service = _AdkModels.from_url(uri, auto_migrate=auto_migrate, **kwargs)
+    logger.info("adk-sqlstore %s: %s", kind, describe_url(service.engine.url))
+    return service
+
+
 class SqlSessionService(BaseSessionService, ClosedOnExit):
     """ADK ``BaseSessionService`` on PostgreSQL or SQLite, backed by
     :class:`adk_sqlstore.SqlSessionService` (see it for every behaviour).
@@ -202,13 +188,7 @@ class SqlSessionService(BaseSessionService, ClosedOnExit):
         if engine is not None:
             self._core = _AdkModels(engine, auto_migrate=auto_migrate, **limits)
         else:
-            url, uri_auto = parse_uri(uri)
-            self._core = _AdkModels.from_url(
-                url,
-                auto_migrate=auto_migrate if auto_migrate is not None else uri_auto,
-                **limits,
-                **kwargs,
-            )
+            self._core = _from_uri(uri, auto_migrate, "session service", **limits, **kwargs)
 
     @classmethod
     def from_url(cls, url: str | None = None, **kwargs: Any) -> Self:
@@ -347,10 +327,7 @@ class SqlMemoryService(BaseMemoryService, ClosedOnExit):
     ) -> None:
         kwargs.pop("agents_dir", None)
         if engine is None:
-            url, uri_auto = parse_uri(uri)
-            sessions = _AdkModels.from_url(
-                url, auto_migrate=auto_migrate if auto_migrate is not None else uri_auto, **kwargs
-            )
+            sessions = _from_uri(uri, auto_migrate, "memory service", **kwargs)
         else:
             sessions = _AdkModels(engine, auto_migrate=auto_migrate)
         self._sessions = sessions

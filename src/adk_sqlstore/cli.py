@@ -83,8 +83,9 @@ UrlOption = Annotated[
     typer.Option(
         "--url",
         metavar="URL",
-        help="Database URL (postgresql://... or sqlite:///path). Default:"
-        " $ADK_SQLSTORE_DATABASE_URL, else the embedded SQLite file.",
+        help="Database URL: postgresql://user:pass@host/db, sqlite:///relative.db,"
+        " sqlite:////absolute.db, or the same with ADK's sqlstore+ prefix (sqlstore:// is"
+        " the default). Default: $ADK_SQLSTORE_DATABASE_URL, else the embedded SQLite file.",
         show_default=False,
     ),
 ]
@@ -644,8 +645,9 @@ def import_adk(
         typer.Option(
             "--source",
             metavar="URL",
-            help="The database of ADK's DatabaseSessionService (e.g. sqlite:///sessions.db);"
-            " only read.",
+            help="The database of ADK's DatabaseSessionService (schema v1, SQLite or"
+            " PostgreSQL) or SqliteSessionService (e.g. adk web's"
+            " sqlite:///agents/my_agent/.adk/session.db); detected, only read.",
         ),
     ],
     target: Annotated[
@@ -665,10 +667,12 @@ def import_adk(
         bool, typer.Option("--replace", help="Overwrite sessions and state keys that exist.")
     ] = False,
 ) -> None:
-    """Copy sessions, events, user state and app state from ADK's DatabaseSessionService.
+    """Copy sessions, events, user state and app state from ADK's DatabaseSessionService
+    or SqliteSessionService.
 
-    One transaction per session; sessions already imported are skipped, so running it
-    twice changes nothing. ADK's old pickled schema is refused. Needs the adk extra.
+    Either database layout is detected from its tables. One transaction per session;
+    sessions already imported are skipped, so running it twice changes nothing. ADK's
+    old pickled schema is refused. Needs the adk extra.
     """
     try:
         from .adk import SqlSessionService as AdkSqlSessionService
@@ -708,6 +712,28 @@ def import_adk(
         f" {report.user_state_keys} user state key(s), {report.app_state_keys} app state"
         f" key(s); {report.skipped} session(s) already there, skipped"
     )
+
+
+@app.command("services-yaml")
+def services_yaml() -> None:
+    """Print the services.yaml that registers adk-sqlstore with ADK's command line.
+
+    Save it next to your agents, then start ADK with one of its URIs:
+
+        adk-sqlstore services-yaml > path/to/agents/services.yaml
+
+        adk api_server --session_service_uri sqlstore:// --memory_service_uri sqlstore://
+        path/to/agents
+
+    sqlstore:// is $ADK_SQLSTORE_DATABASE_URL, else the embedded SQLite file;
+    sqlstore+sqlite:///rel.db is relative to the working directory,
+    sqlstore+sqlite:////abs.db absolute; sqlstore+postgresql://user:pass@host/db needs
+    `adk-sqlstore migrate` first (or ?auto_migrate=true in development).
+    """
+    from importlib import resources
+
+    text = resources.files("adk_sqlstore").joinpath("services.yaml").read_text(encoding="utf-8")
+    sys.stdout.write(text)
 
 
 @app.command()

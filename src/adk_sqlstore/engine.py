@@ -1,9 +1,19 @@
 """Database URLs and engines: the one place that knows about drivers and pragmas.
 
 The URL comes from the argument, else the ``ADK_SQLSTORE_DATABASE_URL`` environment
-variable, else an embedded SQLite file (see :func:`default_sqlite_path`). Plain
-``postgresql://`` and ``sqlite:///`` URLs are mapped to the asyncio drivers asyncpg and
-aiosqlite. Passwords are replaced by ``***`` wherever a URL is shown.
+variable, else an embedded SQLite file (see :func:`default_sqlite_path`). Every part of
+the product (``from_url``, the ADK classes, the command line, the environment variable)
+accepts the same spellings, resolved here by :func:`resolve_url`:
+
+- ``postgresql://`` (or ``postgres://``, or any ``postgresql+<driver>://``), mapped to
+  asyncpg; ``sqlite:///relative/to/cwd.db`` and ``sqlite:////absolute/path.db``, mapped
+  to aiosqlite;
+- the same with ADK's service-URI prefix, ``sqlstore+postgresql://...`` or
+  ``sqlstore+sqlite:///...`` (what ADK's ``--session_service_uri`` needs);
+- ``sqlstore://``: the environment variable, else the embedded file;
+- an ``auto_migrate=true`` (or ``false``) query parameter on any of them.
+
+Passwords are replaced by ``***`` wherever a URL is shown.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ __all__ = [
     "create_engine",
     "database_error",
     "default_sqlite_path",
+    "describe_url",
     "redact_url",
     "resolve_url",
 ]
@@ -79,12 +90,16 @@ class DatabaseTarget:
 
     url: URL
     embedded: bool
+    auto_migrate: bool | None = None
 
     @property
     def migrates_itself(self) -> bool:
         """Whether services on this database upgrade its schema by themselves unless
-        told otherwise: yes for SQLite files (the embedded default included), no for
-        server databases, which are never altered unless asked."""
+        told otherwise: as the URL's ``auto_migrate`` parameter says, else yes for
+        SQLite files (the embedded default included) and no for server databases,
+        which are never altered unless asked."""
+        if self.auto_migrate is not None:
+            return self.auto_migrate
         return self.embedded or self.url.get_backend_name() == "sqlite"
 
     @property
@@ -97,6 +112,25 @@ _SECRET_QUERY = re.compile(
     r"((?:^|[?&;])(?:password|passwd|pwd|sslpassword|secret|token|api_key)=)[^&;#]*", re.I
 )
 _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://[^:/?#@]*:)(.*)(@[^@]*)$", re.S)
+
+
+def sqlite_path(url: URL) -> Path | None:
+    """The absolute path of the SQLite database file ``url`` names (``None`` for a
+    server or an in-memory database); a relative path is resolved against the working
+    directory, as SQLite does."""
+    database = url.database or ""
+    if url.get_backend_name() != "sqlite" or database in ("", ":memory:"):
+        return None
+    if database.startswith("file:"):
+        database = database[len("file:") :].split("?", 1)[0]
+    return Path(database).expanduser().absolute()
+
+
+def describe_url(url: URL) -> str:
+    """Where the data of ``url`` lives, for a message: ``SQLite file /abs/path.db``, or
+    the URL with its password hidden."""
+    path = sqlite_path(url)
+    return f"SQLite file {path}" if path is not None else redact_url(url)
 
 
 def redact_url(url: str | URL) -> str:
@@ -114,14 +148,64 @@ def redact_url(url: str | URL) -> str:
     return _SECRET_QUERY.sub(r"\1***", text)
 
 
+SERVICE_SCHEME = "sqlstore"
+"""The scheme of ADK service URIs: ``sqlstore://`` and ``sqlstore+<database URL>``."""
+
+AUTO_MIGRATE_PARAMETER = "auto_migrate"
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _split_options(url: str) -> tuple[str, bool | None]:
+    """``url`` without the ``sqlstore+`` prefix and the ``auto_migrate`` parameter,
+    and that parameter's value (``None`` when absent).
+
+    Raises:
+        ValueError: ``auto_migrate`` is neither true nor false.
+    """
+    if url.startswith(SERVICE_SCHEME + "+"):
+        url = url[len(SERVICE_SCHEME) + 1 :]
+    base, sep, query = url.partition("?")
+    if not sep:
+        return url, None
+    auto: bool | None = None
+    kept = []
+    for pair in query.split("&"):
+        key, _, value = pair.partition("=")
+        if key != AUTO_MIGRATE_PARAMETER:
+            if pair:
+                kept.append(pair)
+        elif value.lower() in _TRUE:
+            auto = True
+        elif value.lower() in _FALSE:
+            auto = False
+        else:
+            raise ValueError(
+                f"database URL {redact_url(url)!r}: auto_migrate={value!r} is neither true"
+                " nor false"
+            )
+    return base + ("?" + "&".join(kept) if kept else ""), auto
+
+
+def _is_service_default(url: str) -> bool:
+    """Whether ``url`` is ``sqlstore://`` (with nothing after the scheme but options)."""
+    return url.partition("?")[0] in (SERVICE_SCHEME + "://", SERVICE_SCHEME + ":")
+
+
 def normalize_url(url: str | URL) -> URL:
     """Map a URL to its asyncio driver: ``postgresql://`` to asyncpg, ``sqlite://``
-    to aiosqlite (``postgres://`` is accepted as ``postgresql://``).
+    to aiosqlite (``postgres://`` is accepted as ``postgresql://``, and ADK's
+    ``sqlstore+`` prefix and an ``auto_migrate`` parameter are dropped; see
+    :func:`resolve_url` for ``sqlstore://``).
 
     Raises:
         ValueError: the URL cannot be parsed or names another database; the message
             shows the URL with its password hidden.
     """
+    if isinstance(url, str):
+        if _is_service_default(url):
+            return resolve_url(url).url
+        url, _ = _split_options(url)
     if isinstance(url, str) and url.startswith("postgres://"):
         url = "postgresql://" + url[len("postgres://") :]
     if isinstance(url, str) and "://" not in url:
@@ -145,6 +229,12 @@ def normalize_url(url: str | URL) -> URL:
         raise ValueError(f"invalid database URL {redact_url(url)!r}") from None
     backend = parsed.get_backend_name()
     driver = _ASYNC_DRIVERS.get(backend)
+    if driver is None and backend.startswith(SERVICE_SCHEME):
+        raise ValueError(
+            f"{redact_url(parsed)!r} is not a URL adk-sqlstore reads: write sqlstore:// (the"
+            " default database), sqlstore+postgresql://user:pass@host/db or"
+            " sqlstore+sqlite:///path.db"
+        )
     if driver is None:
         raise ValueError(
             f"unsupported database {backend!r} in {redact_url(parsed)!r}: adk-sqlstore runs"
@@ -200,14 +290,34 @@ def _asyncpg_query(url: URL) -> URL:
 
 def resolve_url(url: str | URL | None = None) -> DatabaseTarget:
     """Resolve the database: ``url``, else ``$ADK_SQLSTORE_DATABASE_URL``, else the
-    embedded SQLite file (whose folder is created)."""
+    embedded SQLite file (whose folder is created).
+
+    Every spelling of the module docstring is accepted, in ``url`` and in the
+    environment variable alike; ``sqlstore://`` (or ``None``) means the environment
+    variable, else the embedded file. An ``auto_migrate`` parameter on ``sqlstore://``
+    applies to whatever it resolves to.
+
+    Raises:
+        ValueError: the URL is invalid or names an unsupported database (the message
+            hides the password).
+    """
+    auto: bool | None = None
+    if isinstance(url, str):
+        url, auto = _split_options(url)
+        if _is_service_default(url):
+            url = None
     if url is None:
-        url = os.environ.get(DATABASE_URL_ENV) or None
+        url = os.environ.get(DATABASE_URL_ENV, "").strip() or None
+        if url is not None:
+            url, env_auto = _split_options(url)
+            auto = env_auto if auto is None else auto
+            if _is_service_default(url):
+                url = None
     if url is not None:
-        return DatabaseTarget(normalize_url(url), embedded=False)
+        return DatabaseTarget(normalize_url(url), embedded=False, auto_migrate=auto)
     path = default_sqlite_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    return DatabaseTarget(normalize_url(f"sqlite:///{path}"), embedded=True)
+    return DatabaseTarget(normalize_url(f"sqlite:///{path}"), embedded=True, auto_migrate=auto)
 
 
 def create_engine(

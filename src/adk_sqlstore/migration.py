@@ -147,9 +147,12 @@ async def check_schema(engine: AsyncEngine) -> None:
             f"is at schema revision {current!r}, this version of adk-sqlstore needs"
             f" {HEAD_REVISION!r}"
         )
+    plain = redact_url(engine.url.set(drivername=engine.url.get_backend_name()))
     raise SchemaNotMigratedError(
-        f"the database {url} {what}: run `adk-sqlstore migrate --url URL` with this"
-        " database's URL (or pass auto_migrate=True)",
+        f"the database {url} {what}: run `adk-sqlstore migrate --url '{plain}'`"
+        f"{' (with the password)' if engine.url.password else ''}; in development,"
+        " ?auto_migrate=true on the URL (or auto_migrate=True) lets the service migrate it"
+        " on first use",
         current_revision=current,
         head_revision=HEAD_REVISION,
     )

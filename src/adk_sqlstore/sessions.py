@@ -56,6 +56,7 @@ from .errors import (
     AlreadyExistsError,
     InvalidEventError,
     InvalidStateError,
+    SchemaNotMigratedError,
     SessionNotFoundError,
     StaleSessionError,
 )
@@ -258,6 +259,7 @@ class SqlSessionService(ClosedOnExit):
             auto_migrate = bool(getattr(engine.sync_engine, AUTO_MIGRATE_MARK, False))
         self._auto_migrate = auto_migrate
         self._ready = False
+        self._schema_reported = False
         self._ready_lock = asyncio.Lock()
         self._write_engine = engine.execution_options(**{WRITE_OPTION: True})
         if engine.dialect.name == "postgresql":
@@ -289,11 +291,15 @@ class SqlSessionService(ClosedOnExit):
         Args:
             url: database URL; defaults to ``$ADK_SQLSTORE_DATABASE_URL``, else the
                 embedded SQLite file. ``postgresql://`` and ``sqlite:///`` URLs are
-                mapped to asyncpg and aiosqlite.
+                mapped to asyncpg and aiosqlite; ADK's service-URI forms
+                (``sqlstore://``, ``sqlstore+postgresql://...``) and an
+                ``auto_migrate=true|false`` parameter are accepted too (see
+                :func:`adk_sqlstore.engine.resolve_url`).
             auto_migrate: upgrade the schema on first use. ``None`` (the default)
-                means: for SQLite (the embedded default or a file), yes; a PostgreSQL
-                database is never altered unless asked. Other services built on this
-                service's engine make the same choice.
+                means: as the URL's ``auto_migrate`` parameter says, else for SQLite
+                (the embedded default or a file) yes; a PostgreSQL database is never
+                altered unless asked. Other services built on this service's engine
+                make the same choice.
             memory_checkpoint, max_event_bytes, max_state_value_bytes: see the class
                 arguments.
             **engine_kwargs: passed to ``create_async_engine`` (e.g. ``pool_size``).
@@ -332,7 +338,9 @@ class SqlSessionService(ClosedOnExit):
         """Check (or, with ``auto_migrate``, upgrade) the schema once per service.
 
         Raises:
-            SchemaNotMigratedError: the database is not at the needed revision.
+            SchemaNotMigratedError: the database is not at the needed revision (also
+                logged, once per service, at ERROR on the ``adk_sqlstore`` logger
+                family: a server shows the command to run at its first request).
             DatabaseUnavailableError: the database cannot be reached.
         """
         if self._ready:
@@ -340,10 +348,16 @@ class SqlSessionService(ClosedOnExit):
         async with self._ready_lock:
             if self._ready:
                 return
-            async with self._database_errors(integrity_errors=False):
-                if self._auto_migrate:
-                    await upgrade(self._engine)
-                await check_schema(self._engine)
+            try:
+                async with self._database_errors(integrity_errors=False):
+                    if self._auto_migrate:
+                        await upgrade(self._engine)
+                    await check_schema(self._engine)
+            except SchemaNotMigratedError as exc:
+                if not self._schema_reported:  # one line, not one per request of a server
+                    self._schema_reported = True
+                    logger.error("adk-sqlstore: %s", exc)
+                raise
             self._ready = True
 
     @asynccontextmanager
