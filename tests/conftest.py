@@ -1,12 +1,19 @@
 """Fixtures: one database fixture parametrised over an SQLite file and PostgreSQL.
 
-PostgreSQL: each test run creates its own throwaway database (dropped at the end)
-through the admin URL ``$ADK_SQLSTORE_TEST_POSTGRES_URL`` (default
-``postgresql://postgres@127.0.0.1:5432/postgres``), migrates it once, and empties its
-tables before each test. Without a server the PostgreSQL tests skip, saying how to
-start one; under ``CI=true`` they fail instead, so CI never passes without them.
+PostgreSQL: each test process (pytest-xdist runs two or more) creates its own throwaway
+database (dropped at the end) through the admin URL ``$ADK_SQLSTORE_TEST_POSTGRES_URL``
+(default ``postgresql://postgres@127.0.0.1:5432/postgres``; any server, a
+password-protected one included), migrates it once, and empties its tables before each
+test. Without a server the PostgreSQL tests skip, saying how to start one; under
+``CI=true`` they fail instead, so CI never passes without them. The suite never stops,
+restarts or reconfigures that server: tests that need to do so start their own
+(:mod:`tests.pg_cluster`), and the run fails if the server's
+``pg_postmaster_start_time()`` changed between its start and its end.
 
 SQLite: each test gets its own file, copied from a migrated template.
+
+Tests marked ``soak`` (kill -9 loops, server restarts) run in ``make test-all`` (CI),
+not in ``make test``.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ from adk_sqlstore import SqlSessionService
 from adk_sqlstore.engine import create_engine
 from adk_sqlstore.migration import upgrade
 from adk_sqlstore.schema import metadata
+
+from .pg_cluster import ClusterUnavailable, ThrowawayCluster
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -68,6 +77,19 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 
 def _asyncpg_dsn(url: str) -> str:
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def pg_url(**parts: Any) -> str:
+    """The test server's admin URL with some parts replaced (``database``, ``username``,
+    ``password``, ...), password kept: for a database that does not exist, a user
+    that does not exist, a wrong password, all on the server the suite was given."""
+    return make_url(PG_ADMIN_URL).set(**parts).render_as_string(hide_password=False)
+
+
+def pg_address() -> str:
+    """``host:port`` of the test server (tests that build URLs by hand use it)."""
+    url = make_url(PG_ADMIN_URL)
+    return f"{url.host or '127.0.0.1'}:{url.port or 5432}"
 
 
 async def _admin(sql: str) -> None:
@@ -173,6 +195,21 @@ def postgres_url(postgres_test_db: str) -> str:
     return postgres_test_db
 
 
+@pytest.fixture
+def throwaway_cluster() -> Iterator[ThrowawayCluster]:
+    """A PostgreSQL server of this test's own (``initdb`` in a temporary folder, a free
+    port), which the test may stop and restart; removed afterwards. Skipped where no
+    PostgreSQL server binaries are installed (a failure under CI=true)."""
+    try:
+        cluster = ThrowawayCluster()
+    except ClusterUnavailable as exc:
+        if IN_CI:
+            pytest.fail(f"CI=true but this machine cannot start a PostgreSQL server: {exc}")
+        pytest.skip(str(exc))
+    with cluster:
+        yield cluster
+
+
 @pytest.fixture(params=BACKENDS)
 def db_url(request: pytest.FixtureRequest) -> str:
     """A migrated, empty database: an SQLite file, or the PostgreSQL test database."""
@@ -185,59 +222,110 @@ async def service(db_url: str) -> AsyncIterator[SqlSessionService]:
         yield svc
 
 
-# -- CI guard: under CI=true, no PostgreSQL test may be skipped --------------------------
+# -- run-wide checks, in the controlling process (with pytest-xdist, reports arrive there)
+
+
+def _is_controller(config: pytest.Config) -> bool:
+    return not hasattr(config, "workerinput")
+
 
 _skipped_postgres: list[str] = []
+_figures: dict[str, list[str]] = {}
+_server_start: dict[str, str | None] = {}
+_server_report: list[str] = []
+
+
+async def _postmaster_start_time() -> str | None:
+    try:
+        conn = await asyncpg.connect(_asyncpg_dsn(PG_ADMIN_URL), timeout=5)
+    except (OSError, asyncpg.PostgresError, TimeoutError):
+        return None
+    try:
+        return str(await conn.fetchval("SELECT pg_postmaster_start_time()"))
+    finally:
+        await conn.close()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if _is_controller(session.config):
+        _server_start["before"] = run_sync(_postmaster_start_time())
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.skipped and "postgres" in report.keywords:
         _skipped_postgres.append(report.nodeid)
+    if report.when == "teardown":
+        lines = [value for name, value in report.user_properties if name == "figure"]
+        if lines:
+            _figures[report.nodeid] = [str(line) for line in lines]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not _is_controller(session.config):
+        return
     if IN_CI and _skipped_postgres:
         print(f"\nCI=true but {len(_skipped_postgres)} PostgreSQL test(s) were skipped:")
         for nodeid in _skipped_postgres:
             print(f"  {nodeid}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    before = _server_start.get("before")
+    if before is None:
+        return
+    after = run_sync(_postmaster_start_time())
+    where = make_url(PG_ADMIN_URL).render_as_string()
+    if after != before:
+        _server_report.append(
+            f"FAILED: the PostgreSQL server the suite was given ({where}) was restarted or"
+            f" stopped during the run: pg_postmaster_start_time() was {before}, now {after}"
+        )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    else:
+        _server_report.append(
+            f"the PostgreSQL server the suite was given ({where}) was left alone:"
+            f" pg_postmaster_start_time() {before} before and after the run"
+        )
 
 
 # -- figures the reliability tests report (processes, operations, faults, inputs) -------
 
-_figures: dict[str, list[str]] = {}
-_tallies: dict[str, dict[str, int]] = {}
-
 
 class Figures:
     """Lines of figures a test reports; printed at the end of the run (and copied into
-    docs/reliability.md)."""
+    docs/reliability.md). They travel as the test's user properties, so that they
+    reach the terminal from pytest-xdist's worker processes too."""
 
-    def __init__(self, nodeid: str) -> None:
-        self.nodeid = nodeid
+    def __init__(self, node: pytest.Item) -> None:
+        self.node = node
+        self.totals: dict[str, int] = {}
 
     def add(self, line: str) -> None:
-        _figures.setdefault(self.nodeid, []).append(line)
+        self.node.user_properties.append(("figure", line))
 
     def tally(self, **counts: int) -> None:
-        """Add to running totals (for a test hypothesis runs many times)."""
-        totals = _tallies.setdefault(self.nodeid, {})
+        """Add to running totals (for a test hypothesis runs many times), reported as
+        one line when the test ends."""
         for name, n in counts.items():
-            totals[name] = totals.get(name, 0) + n
+            self.totals[name] = self.totals.get(name, 0) + n
+
+    def flush(self) -> None:
+        if self.totals:
+            self.add(", ".join(f"{name.replace('_', ' ')} {n}" for name, n in self.totals.items()))
 
 
 @pytest.fixture
-def figures(request: pytest.FixtureRequest) -> Figures:
-    return Figures(request.node.nodeid)
+def figures(request: pytest.FixtureRequest) -> Iterator[Figures]:
+    reported = Figures(request.node)
+    yield reported
+    reported.flush()
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not _figures and not _tallies:
-        return
-    terminalreporter.section("reliability figures")
-    for nodeid, lines in _figures.items():
-        for line in lines:
-            terminalreporter.write_line(f"{nodeid}: {line}")
-    for nodeid, totals in _tallies.items():
-        shown = ", ".join(f"{name.replace('_', ' ')} {n}" for name, n in totals.items())
-        terminalreporter.write_line(f"{nodeid}: {shown}")
+    if _figures:
+        terminalreporter.section("reliability figures")
+        for nodeid, lines in _figures.items():
+            for line in lines:
+                terminalreporter.write_line(f"{nodeid}: {line}")
+    if _server_report:
+        terminalreporter.section("the PostgreSQL server under test")
+        for line in _server_report:
+            terminalreporter.write_line(line)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import shutil
 import subprocess
 import sys
 from datetime import timedelta
@@ -25,23 +24,19 @@ from google.adk.events import Event, EventActions
 from google.adk.memory import BaseMemoryService
 from google.adk.memory.memory_entry import MemoryEntry
 from google.adk.runners import Runner
-from google.adk.sessions import BaseSessionService, DatabaseSessionService, Session
+from google.adk.sessions import BaseSessionService, Session
 from google.adk.sessions.base_session_service import (
     GetSessionConfig,
     ListSessionsResponse,
 )
 from google.genai import types
-from typer.testing import CliRunner
 
 from adk_sqlstore import errors
-from adk_sqlstore.adk import SqlMemoryService, SqlSessionService, parse_uri
-from adk_sqlstore.cli import app
-from adk_sqlstore.engine import DATABASE_URL_ENV, normalize_url
+from adk_sqlstore.adk import SqlMemoryService, SqlSessionService
+from adk_sqlstore.engine import DATABASE_URL_ENV
 
 from . import adk_agents
-from .conftest import PostgresFactory, run_sync, shared_data
-
-cli_runner = CliRunner(env={"COLUMNS": "200"})
+from .conftest import run_sync
 
 
 @pytest.fixture
@@ -78,17 +73,6 @@ def test_they_are_adk_services_implementing_every_method() -> None:
         assert name in dir(SqlSessionService)
     for name in ["add_events_to_memory", "add_memory", "delete_memory"]:
         assert getattr(SqlMemoryService, name) is not getattr(BaseMemoryService, name), name
-
-
-def test_service_uris() -> None:
-    assert parse_uri("sqlstore+postgresql://u:p@h/db") == ("postgresql://u:p@h/db", None)
-    assert parse_uri("sqlstore+sqlite:////tmp/x.db") == ("sqlite:////tmp/x.db", None)
-    assert parse_uri("sqlstore://") == (None, None)
-    assert parse_uri("sqlstore+postgresql://h/db?auto_migrate=true&sslmode=require") == (
-        "postgresql://h/db?sslmode=require",
-        True,
-    )
-    assert parse_uri("postgresql://h/db") == ("postgresql://h/db", None)
 
 
 async def test_adk_types_in_and_out(adk_service: SqlSessionService) -> None:
@@ -317,31 +301,35 @@ async def test_memory_service_with_adk_types(db_url: str) -> None:
 
 # -- ADK's CLI: services.yaml ---------------------------------------------------------------
 
-SERVICES_YAML = """\
-services:
-  - scheme: sqlstore+postgresql
-    type: session
-    class: adk_sqlstore.adk.SqlSessionService
-  - scheme: sqlstore+postgresql
-    type: memory
-    class: adk_sqlstore.adk.SqlMemoryService
-  - scheme: sqlstore+sqlite
-    type: session
-    class: adk_sqlstore.adk.SqlSessionService
-  - scheme: sqlstore+sqlite
-    type: memory
-    class: adk_sqlstore.adk.SqlMemoryService
-"""
+def shipped_services_yaml() -> str:
+    """The services.yaml the package ships, as ``adk-sqlstore services-yaml`` prints it."""
+    from typer.testing import CliRunner
+
+    from adk_sqlstore.cli import app
+
+    result = CliRunner().invoke(app, ["services-yaml"], catch_exceptions=False)
+    assert result.exit_code == 0
+    return result.output
 
 
-def test_readme_has_the_services_yaml_snippet() -> None:
+def test_shipped_services_yaml_covers_every_uri_form_the_readme_names() -> None:
+    import re
+
+    import yaml
+
     from .conftest import REPO
 
-    assert SERVICES_YAML in (REPO / "README.md").read_text()
+    entries = yaml.safe_load(shipped_services_yaml())["services"]
+    registered = {(e["scheme"], e["type"]): e["class"] for e in entries}
+    named = set(re.findall(r"\b(sqlstore(?:\+[a-z]+)?)://", (REPO / "README.md").read_text()))
+    assert {"sqlstore", "sqlstore+postgresql", "sqlstore+sqlite"} <= named
+    for scheme in named:
+        assert registered[(scheme, "session")] == "adk_sqlstore.adk.SqlSessionService", scheme
+        assert registered[(scheme, "memory")] == "adk_sqlstore.adk.SqlMemoryService", scheme
 
 
 async def test_adk_service_registry_builds_them_from_services_yaml(
-    tmp_path: Path, db_url: str
+    tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from google.adk.cli.service_registry import load_services_module
     from google.adk.cli.utils.service_factory import (
@@ -351,24 +339,25 @@ async def test_adk_service_registry_builds_them_from_services_yaml(
 
     agents = tmp_path / "agents"
     agents.mkdir()
-    (agents / "services.yaml").write_text(SERVICES_YAML)
+    (agents / "services.yaml").write_text(shipped_services_yaml())
     load_services_module(str(agents))
-    uri = "sqlstore+" + db_url
-    sessions = create_session_service_from_options(base_dir=agents, session_service_uri=uri)
-    memory = create_memory_service_from_options(base_dir=agents, memory_service_uri=uri)
-    assert isinstance(sessions, SqlSessionService) and isinstance(memory, SqlMemoryService)
-    try:
-        s = await sessions.create_session(app_name="app", user_id="u1")
-        await sessions.append_event(
-            s,
-            Event(author="user", content=types.Content(parts=[types.Part(text="registry works")])),
-        )
-        await memory.add_session_to_memory(s)
-        found = await memory.search_memory(app_name="app", user_id="u1", query="registry")
-        assert len(found.memories) == 1
-    finally:
-        await sessions.close()
-        await memory.close()
+    monkeypatch.setenv(DATABASE_URL_ENV, db_url)
+    for n, uri in enumerate(["sqlstore+" + db_url, "sqlstore://"]):
+        sessions = create_session_service_from_options(base_dir=agents, session_service_uri=uri)
+        memory = create_memory_service_from_options(base_dir=agents, memory_service_uri=uri)
+        assert isinstance(sessions, SqlSessionService) and isinstance(memory, SqlMemoryService)
+        try:
+            s = await sessions.create_session(app_name="app", user_id="u1")
+            text = f"registry works {n}"
+            await sessions.append_event(
+                s, Event(author="user", content=types.Content(parts=[types.Part(text=text)]))
+            )
+            await memory.add_session_to_memory(s)
+            found = await memory.search_memory(app_name="app", user_id="u1", query="registry")
+            assert len(found.memories) == n + 1  # both URIs reach the one database
+        finally:
+            await sessions.close()
+            await memory.close()
 
 
 # -- end to end with ADK's Runner ---------------------------------------------------------
@@ -440,138 +429,3 @@ def test_two_runners_in_two_processes_one_turn_wins(db_url: str) -> None:
     session = run_sync(stored())
     texts = [e.content.parts[0].text for e in session.events]
     assert texts == [f"message from {winner}", f"reply from {winner}"]  # nothing interleaved
-
-
-# -- import from ADK's DatabaseSessionService ----------------------------------------------
-
-
-async def _adk_sessions(db_url: str) -> dict[str, Session]:
-    """Every session as ADK's own DatabaseSessionService returns it."""
-    service = DatabaseSessionService(db_url=str(normalize_url(db_url)))
-    try:
-        found: dict[str, Session] = {}
-        for app_name in ("lunch-app",):
-            listing = await service.list_sessions(app_name=app_name)
-            for summary in listing.sessions:
-                full = await service.get_session(
-                    app_name=app_name, user_id=summary.user_id, session_id=summary.id
-                )
-                assert full is not None
-                found[full.id] = full
-        return found
-    finally:
-        await service.close()
-
-
-async def _ours(db_url: str, ids: list[tuple[str, str, str]]) -> dict[str, Session]:
-    async with SqlSessionService(db_url) as service:
-        found = {}
-        for app_name, user_id, session_id in ids:
-            got = await service.get_session(
-                app_name=app_name, user_id=user_id, session_id=session_id
-            )
-            assert got is not None, session_id
-            found[session_id] = got
-        return found
-
-
-def _assert_same_sessions(theirs: dict[str, Session], ours: dict[str, Session]) -> None:
-    assert set(ours) == set(theirs) and theirs
-    for session_id, expected in theirs.items():
-        got = ours[session_id]
-        assert got.events == expected.events, session_id
-        assert got.model_dump() == expected.model_dump(), session_id
-
-
-def _import(source: str, target: str, *extra: str) -> str:
-    result = cli_runner.invoke(
-        app, ["import-adk", "--source", source, "--target", target, *extra], catch_exceptions=False
-    )
-    assert result.exit_code == 0, result.output
-    return result.output
-
-
-def test_import_adk_sqlite_database_equals_what_adk_reads(tmp_path: Path, db_url: str) -> None:
-    source = tmp_path / "adk_sessions.db"
-    shutil.copyfile(shared_data("adk", "adk_sessions.db"), source)
-    source.chmod(0o444)  # the import only reads it
-    before = source.read_bytes()
-    dry = _import(f"sqlite:///{source}", db_url, "--dry-run")
-    assert "would copy 4 session(s) with 18 event(s)" in dry
-    assert run_sync(_count_sessions(db_url)) == 0
-    first = _import(f"sqlite:///{source}", db_url)
-    assert "copied 4 session(s) with 18 event(s), 3 user state key(s), 1 app state key(s)" in first
-    second = _import(f"sqlite:///{source}", db_url)
-    assert "copied 0 session(s)" in second and "4 session(s) already there" in second
-    assert source.read_bytes() == before
-    readable = tmp_path / "adk_copy.db"  # ADK's service writes to what it opens
-    shutil.copyfile(source, readable)
-    readable.chmod(0o644)
-    theirs = run_sync(_adk_sessions(f"sqlite:///{readable}"))
-    ours = run_sync(_ours(db_url, [(s.app_name, s.user_id, s.id) for s in theirs.values()]))
-    _assert_same_sessions(theirs, ours)
-
-
-async def _count_sessions(url: str) -> int:
-    async with SqlSessionService(url) as service:
-        return len((await service.list_sessions(app_name="lunch-app")).sessions)
-
-
-async def _write_with_adk(url: str) -> None:
-    """A PostgreSQL database written by ADK's own DatabaseSessionService."""
-    service = DatabaseSessionService(db_url=str(normalize_url(url)))
-    try:
-        for user, diet in [("user-17", "vegetarian"), ("user-42", "vegan")]:
-            s = await service.create_session(
-                app_name="lunch-app", user_id=user, state={"app:menu_version": "2026-09"}
-            )
-            for event in rich_events():
-                event.actions.state_delta = {"user:diet": diet, "temp:x": 1, "turn": event.id}
-                await service.append_event(s, event)
-    finally:
-        await service.close()
-
-
-@pytest.mark.postgres
-def test_import_adk_postgres_database(postgres_factory: PostgresFactory, tmp_path: Path) -> None:
-    source = postgres_factory.create(migrate=False)
-    run_sync(_write_with_adk(source))
-    target = f"sqlite:///{tmp_path / 'target.db'}"
-    output = _import(source, target)
-    assert "copied 2 session(s) with 4 event(s)" in output
-    theirs = run_sync(_adk_sessions(source))
-    ours = run_sync(_ours(target, [(s.app_name, s.user_id, s.id) for s in theirs.values()]))
-    _assert_same_sessions(theirs, ours)
-
-
-def test_import_adk_refuses_the_pickled_schema(tmp_path: Path, sqlite_url: str) -> None:
-    import sqlite3
-
-    legacy = tmp_path / "legacy.db"
-    with sqlite3.connect(legacy) as conn:
-        conn.execute("CREATE TABLE sessions (app_name TEXT, user_id TEXT, id TEXT)")
-        conn.execute("CREATE TABLE events (id TEXT, actions BLOB)")
-    result = cli_runner.invoke(
-        app, ["import-adk", "--source", f"sqlite:///{legacy}", "--target", sqlite_url]
-    )
-    assert result.exit_code == 1
-    assert "pickles" in result.output and "adk migrate session" in result.output
-    other = tmp_path / "other.db"
-    sqlite3.connect(other).close()
-    result = cli_runner.invoke(
-        app, ["import-adk", "--source", f"sqlite:///{other}", "--target", sqlite_url]
-    )
-    assert result.exit_code == 1 and "not a database of ADK's DatabaseSessionService" in (
-        result.output
-    )
-    assert f"sqlite:///{other} is not" in " ".join(result.output.split())  # as given
-
-
-def test_import_adk_needs_no_url_in_argv_for_target(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    source = tmp_path / "adk_sessions.db"
-    shutil.copyfile(shared_data("adk", "adk_sessions.db"), source)
-    monkeypatch.setenv(DATABASE_URL_ENV, f"sqlite:///{tmp_path / 'env-target.db'}")
-    result = cli_runner.invoke(app, ["import-adk", "--source", f"sqlite:///{source}"])
-    assert result.exit_code == 0 and "copied 4 session(s)" in result.output

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
 from adk_sqlstore import (
     DatabaseUnavailableError,
@@ -21,6 +22,8 @@ from adk_sqlstore.engine import (
     resolve_url,
 )
 from adk_sqlstore.migration import HEAD_REVISION, current_revision
+
+from .conftest import pg_url, run_sync
 
 
 def test_plain_urls_are_mapped_to_asyncio_drivers() -> None:
@@ -176,7 +179,7 @@ async def test_sqlite_runs_with_wal_busy_timeout_and_foreign_keys(sqlite_url: st
     "url",
     [
         "postgresql://bob:hunter2secret@127.0.0.1:1/db",  # nothing listens there
-        "postgresql://postgres:hunter2secret@127.0.0.1:5432/adk_sqlstore_no_such_db",
+        pg_url(database="adk_sqlstore_no_such_db", password="hunter2secret"),
     ],
 )
 async def test_passwords_never_appear_in_errors_or_logs(
@@ -196,3 +199,78 @@ async def test_passwords_never_appear_in_errors_or_logs(
         assert "hunter2secret" not in str(item)
         assert "hunter2secret" not in repr(item)
     assert "hunter2secret" not in caplog.text
+
+
+def _spellings(db_url: str) -> list[str]:
+    """Every way the product accepts to write the URL of one database."""
+    plain = make_url(db_url)
+    scheme, rest = db_url.split("://", 1)
+    forms = [db_url, f"sqlstore+{db_url}", f"{db_url}?auto_migrate=false"]
+    if plain.get_backend_name() == "postgresql":
+        forms += [f"postgres://{rest}", f"postgresql+asyncpg://{rest}"]
+        forms += [f"sqlstore+postgres://{rest}?auto_migrate=false"]
+    else:
+        forms += [f"sqlite+aiosqlite://{rest}", f"sqlstore+sqlite+aiosqlite://{rest}"]
+    assert scheme in ("postgresql", "sqlite")
+    return forms
+
+
+def test_every_url_spelling_works_everywhere(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 10: "Every URL form that any part of the product accepts must be accepted
+    everywhere (CLI, from_url, ADK classes, environment variable)"."""
+    pytest.importorskip("google.adk")
+    from typer.testing import CliRunner
+
+    from adk_sqlstore import SqlMemoryService
+    from adk_sqlstore.adk import SqlMemoryService as AdkMemoryService
+    from adk_sqlstore.adk import SqlSessionService as AdkSessionService
+    from adk_sqlstore.cli import app
+
+    async def through_the_classes(spelling: str) -> str:
+        async with SqlSessionService.from_url(spelling) as core:
+            made = (await core.create_session(app_name="app", user_id="u1")).id
+        async with AdkSessionService(spelling) as adk:
+            assert await adk.get_session(app_name="app", user_id="u1", session_id=made)
+        async with AdkMemoryService(spelling) as adk_memory:
+            await adk_memory.search_memory(app_name="app", user_id="u1", query="x")
+        async with SqlMemoryService.from_url(spelling) as memory:
+            await memory.search_memory(app_name="app", user_id="u1", query="x")
+        return made
+
+    async def through_the_environment(session_id: str) -> None:
+        for default in (None, "sqlstore://"):
+            async with SqlSessionService.from_url(default) as via_env:
+                got = await via_env.get_session(app_name="app", user_id="u1", session_id=session_id)
+                assert got is not None
+
+    runner = CliRunner(env={"COLUMNS": "300"})
+    made: list[str] = []
+    for n, spelling in enumerate(_spellings(db_url)):
+        made.append(run_sync(through_the_classes(spelling)))
+        assert runner.invoke(app, ["migrate", "--url", spelling]).exit_code == 0, spelling
+        listed = runner.invoke(app, ["sessions", "list", "--app", "app", "--url", spelling])
+        assert f"{n + 1} session(s)" in listed.output and made[-1] in listed.output, spelling
+        monkeypatch.setenv(DATABASE_URL_ENV, spelling)
+        run_sync(through_the_environment(made[0]))
+        listed = runner.invoke(app, ["sessions", "list", "--app", "app"])
+        assert f"{n + 1} session(s)" in listed.output, listed.output
+
+
+def test_service_uri_options(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    monkeypatch.delenv(DATABASE_URL_ENV, raising=False)
+    assert resolve_url("sqlstore://").embedded
+    assert resolve_url("sqlstore://?auto_migrate=false").migrates_itself is False
+    pg = resolve_url("sqlstore+postgresql://u:p@h/db?auto_migrate=true&sslmode=require")
+    assert pg.migrates_itself and pg.display == "postgresql+asyncpg://u:***@h/db?ssl=require"
+    assert not resolve_url("postgresql://u@h/db").migrates_itself
+    relative = resolve_url("sqlstore+sqlite:///rel.db").url
+    assert relative.database == "rel.db"
+    assert resolve_url("sqlstore+sqlite:////abs/x.db").url.database == "/abs/x.db"
+    monkeypatch.setenv(DATABASE_URL_ENV, "sqlstore+sqlite:////env/x.db?auto_migrate=false")
+    from_env = resolve_url("sqlstore://")
+    assert from_env.url.database == "/env/x.db" and not from_env.migrates_itself
+    with pytest.raises(ValueError, match=r"sqlstore\+sqlite:///path\.db"):
+        resolve_url("sqlstore:///x.db")
+    with pytest.raises(ValueError, match="neither true nor false"):
+        resolve_url("sqlite:///x.db?auto_migrate=maybe")

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 from typer.testing import CliRunner
 
 from adk_sqlstore import (
@@ -32,7 +33,7 @@ from adk_sqlstore import (
 from adk_sqlstore.cli import app
 from adk_sqlstore.engine import DATABASE_URL_ENV, create_engine, normalize_url, redact_url
 
-from .conftest import REPO, PostgresFactory, run_sync
+from .conftest import PG_ADMIN_URL, REPO, PostgresFactory, pg_url, run_sync
 from .workers import create_with_auto_migrate
 
 runner = CliRunner(env={"COLUMNS": "200"})
@@ -379,13 +380,15 @@ def test_migrate_reports_database_problems_in_one_line(
     tmp_path: Path, postgres_server: str
 ) -> None:
     for url in [
-        "postgresql://postgres:pw@127.0.0.1:5432/adk_sqlstore_does_not_exist",
-        "postgresql://nosuchuser@127.0.0.1:5432/postgres",
+        pg_url(database="adk_sqlstore_does_not_exist", password="pw"),
+        pg_url(username="nosuchuser", password=None),
         "sqlite:////nonexistent-dir/x.db",
     ]:
         output = cli("migrate", "--url", url, code=1)
         assert output.startswith("error: ") and "Traceback" not in output
         assert len(output.strip().splitlines()) == 1 and ":pw@" not in output
+        password = make_url(PG_ADMIN_URL).password
+        assert not password or str(password) not in output
 
 
 async def _pretend_newer(url: str) -> None:

@@ -29,7 +29,7 @@ from adk_sqlstore.validation import (
     MAX_IDENTIFIER_BYTES,
 )
 
-from .conftest import Figures
+from .conftest import Figures, pg_url
 from .test_values import assert_exact, json_values
 
 SETTINGS = settings(
@@ -372,7 +372,7 @@ async def test_injection_strings_are_stored_and_found_verbatim(
 SECRET = "hunter2secret"
 SECRET_URLS = [
     f"postgresql://bob:{SECRET}@127.0.0.1:1/db",  # nothing listens there
-    f"postgresql://postgres:{SECRET}@127.0.0.1:5432/adk_sqlstore_no_such_db",
+    pg_url(database="adk_sqlstore_no_such_db", password=SECRET),  # the test server
     f"postgresql://bob@127.0.0.1:1/db?password={SECRET}",
 ]
 

@@ -1,0 +1,208 @@
+"""Throwaway PostgreSQL servers for tests that must stop, restart or reconfigure one.
+
+A test never touches a server it did not start: fault tests get a cluster of their own,
+made with ``initdb`` in a temporary folder and run by ``pg_ctl`` on a free port of
+127.0.0.1, removed at the end. As root (CI), the server runs as the ``postgres`` user,
+since PostgreSQL refuses to run as root.
+
+Also a command, to run any command against a fresh (optionally password-protected)
+server::
+
+    python -m tests.pg_cluster [--password SECRET] -- pytest -m postgres
+
+runs ``pytest -m postgres`` with ``ADK_SQLSTORE_TEST_POSTGRES_URL`` set to the new
+server's admin URL, then removes the server and exits with the command's status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+from urllib.parse import quote
+
+__all__ = ["ClusterUnavailable", "ThrowawayCluster", "server_binaries"]
+
+
+class ClusterUnavailable(RuntimeError):
+    """This machine cannot start a PostgreSQL server of its own (the reason is the
+    message)."""
+
+
+def server_binaries() -> Path:
+    """The folder holding ``initdb`` and ``pg_ctl`` (the newest installed version).
+
+    Raises:
+        ClusterUnavailable: no PostgreSQL server binaries are installed.
+    """
+    candidates = []
+    found = shutil.which("initdb")
+    if found:
+        candidates.append(Path(found).resolve().parent)
+    for folder in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
+        candidates.append(Path(folder))
+    for folder in candidates:
+        if (folder / "initdb").is_file() and (folder / "pg_ctl").is_file():
+            return folder
+    raise ClusterUnavailable(
+        "no PostgreSQL server binaries (initdb, pg_ctl) on this machine: install the"
+        " PostgreSQL server package (Debian: apt install postgresql) to run this test"
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ThrowawayCluster:
+    """A PostgreSQL cluster in a temporary folder, on a free port of 127.0.0.1.
+
+    Use as a context manager (the cluster is stopped and its folder removed on exit)
+    or call :meth:`start` and :meth:`remove`.
+
+    Args:
+        password: the superuser ``postgres`` needs this password over TCP
+            (scram-sha-256); ``None``: trust, as the machine's own server.
+    """
+
+    def __init__(self, *, password: str | None = None) -> None:
+        self.bin = server_binaries()
+        self.password = password
+        self.port = 0
+        self.folder = Path(tempfile.mkdtemp(prefix="adk-sqlstore-pg-"))
+        self.data = self.folder / "data"
+        self._run_as: list[str] = []
+        if os.geteuid() == 0:
+            try:
+                owner = pwd.getpwnam("postgres")
+            except KeyError:
+                self.remove()
+                raise ClusterUnavailable(
+                    "running as root, and there is no 'postgres' user to run a server as"
+                ) from None
+            runuser = shutil.which("runuser")
+            if runuser is None:
+                self.remove()
+                raise ClusterUnavailable("running as root without runuser to drop to 'postgres'")
+            os.chown(self.folder, owner.pw_uid, owner.pw_gid)
+            self._run_as = [runuser, "-u", "postgres", "--"]
+
+    # -- life cycle -------------------------------------------------------------------
+
+    def _run(self, *args: str, check: bool = True) -> None:
+        # Output goes to a file, not a pipe: a server started by pg_ctl inherits it, and
+        # a pipe would stay open (and this call wait) for as long as the server runs.
+        with tempfile.TemporaryFile() as out:
+            code = subprocess.run(
+                [*self._run_as, *args],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=120,
+                check=False,
+            ).returncode
+            out.seek(0)
+            said = out.read().decode(errors="replace").strip()
+        if check and code != 0:
+            log = self.folder / "server.log"
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            raise RuntimeError(f"{' '.join(args[:2])} failed ({code}): {said}\n{tail}")
+
+    def _pg_ctl(self, *args: str, check: bool = True) -> None:
+        log = str(self.folder / "server.log")
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", log, *args, check=check)
+
+    def start(self) -> Self:
+        """initdb (once) and start the server; returns when it accepts connections."""
+        if not self.data.exists():
+            args = [str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "-E", "UTF8"]
+            args += ["--locale=C", "--no-sync"]
+            if self.password is not None:
+                pwfile = self.folder / "pwfile"
+                pwfile.write_text(self.password + "\n")
+                if self._run_as:
+                    owner = pwd.getpwnam("postgres")
+                    os.chown(pwfile, owner.pw_uid, owner.pw_gid)
+                args += [f"--pwfile={pwfile}", "--auth-host=scram-sha-256", "--auth-local=trust"]
+            else:
+                args += ["--auth=trust"]
+            self._run(*args)
+            self.port = _free_port()
+        options = (
+            f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories="
+            f"{self.folder} -c fsync=off -c full_page_writes=off -c max_connections=200"
+        )
+        self._pg_ctl("-o", options, "-w", "-t", "60", "start")
+        return self
+
+    def restart(self) -> None:
+        """Restart the server (fast shutdown: open connections are closed); returns
+        when it accepts connections again."""
+        self._pg_ctl("-m", "fast", "-w", "-t", "60", "restart")
+
+    def stop(self) -> None:
+        """Stop the server at once (its folder stays: :meth:`start` starts it again)."""
+        if (self.data / "postmaster.pid").exists():
+            self._pg_ctl("-m", "immediate", "-w", "stop", check=False)
+
+    def remove(self) -> None:
+        """Stop the server and delete its folder."""
+        self.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        try:
+            return self.start()
+        except BaseException:
+            self.remove()
+            raise
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.remove()
+
+    # -- addresses ------------------------------------------------------------------
+
+    def url(self, database: str = "postgres") -> str:
+        """The superuser's URL of ``database`` on this server (password included)."""
+        secret = "" if self.password is None else ":" + quote(self.password, safe="")
+        return f"postgresql://postgres{secret}@127.0.0.1:{self.port}/{database}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.pg_cluster",
+        description="Run a command against a throwaway PostgreSQL server"
+        " ($ADK_SQLSTORE_TEST_POSTGRES_URL is its admin URL).",
+    )
+    parser.add_argument("--password", help="require this password for TCP connections")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- command and arguments")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command given")
+    with ThrowawayCluster(password=args.password) as cluster:
+        env = {**os.environ, "ADK_SQLSTORE_TEST_POSTGRES_URL": cluster.url()}
+        shown = "postgres:***@" if args.password is not None else "postgres@"
+        print(f"throwaway PostgreSQL server at postgresql://{shown}127.0.0.1:{cluster.port}")
+        sys.stdout.flush()
+        return subprocess.run(command, env=env, check=False).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
