@@ -181,7 +181,9 @@ class AdkDatabase(AdkTypes):
     async def open(self, url: str) -> None:
         from google.adk.sessions import DatabaseSessionService
 
-        self.service = DatabaseSessionService(db_url=str(normalize_url(url)))
+        self.service = DatabaseSessionService(
+            db_url=normalize_url(url).render_as_string(hide_password=False)
+        )
 
     async def bulk(self, user: str, count: int) -> str:
         """Rows written with ADK's own ORM classes, as its append would write them."""

@@ -222,6 +222,18 @@ async def service(db_url: str) -> AsyncIterator[SqlSessionService]:
         yield svc
 
 
+_POSTGRES_FIXTURES = {"postgres_server", "postgres_factory", "postgres_test_db", "postgres_url"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses the PostgreSQL server is a ``postgres`` test, marked or not (so
+    that ``-m postgres`` selects it and CI refuses to skip it)."""
+    for item in items:
+        if _POSTGRES_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.postgres)
+
+
 # -- run-wide checks, in the controlling process (with pytest-xdist, reports arrive there)
 
 

@@ -151,6 +151,12 @@ class ThrowawayCluster:
         when it accepts connections again."""
         self._pg_ctl("-m", "fast", "-w", "-t", "60", "restart")
 
+    def restart_command(self) -> list[str]:
+        """The command line of :meth:`restart`, for another process to run."""
+        log = str(self.folder / "server.log")
+        pg_ctl = [str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", log]
+        return [*self._run_as, *pg_ctl, "-m", "fast", "-w", "-t", "60", "restart"]
+
     def stop(self) -> None:
         """Stop the server at once (its folder stays: :meth:`start` starts it again)."""
         if (self.data / "postmaster.pid").exists():

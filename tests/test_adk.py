@@ -301,6 +301,7 @@ async def test_memory_service_with_adk_types(db_url: str) -> None:
 
 # -- ADK's CLI: services.yaml ---------------------------------------------------------------
 
+
 def shipped_services_yaml() -> str:
     """The services.yaml the package ships, as ``adk-sqlstore services-yaml`` prints it."""
     from typer.testing import CliRunner

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -320,11 +321,31 @@ def _run_demo(env: dict[str, str]) -> str:
     return done.stdout
 
 
-def test_demo_runs_twice_on_the_embedded_default(tmp_path: Path) -> None:
+async def _snapshot(app_name: str) -> list[tuple[str, int, dict[str, Any]]]:
+    """Every session of ``app_name`` in the embedded database: id, revision, state."""
+    async with SqlSessionService.from_url() as service:
+        listing = await service.list_sessions(app_name=app_name)
+        return sorted((s.id, s.revision, s.state) for s in listing.sessions)
+
+
+def test_demo_runs_twice_on_the_embedded_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """000's worked example: "One fact came back by key lookup and cost nothing; the other
-    came back by search and cost one tool call."."""
-    env = {k: v for k, v in os.environ.items() if k != DATABASE_URL_ENV}
-    env.update(XDG_DATA_HOME=str(tmp_path), COLUMNS="240")
+    came back by search and cost one tool call.". Piped to a file (no COLUMNS), no line
+    is broken inside a value; the README's own example data (lunch-app, user-17) is
+    left untouched."""
+    from .test_readme import EXAMPLES
+
+    env = {k: v for k, v in os.environ.items() if k not in (DATABASE_URL_ENV, "COLUMNS")}
+    env.update(XDG_DATA_HOME=str(tmp_path))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    monkeypatch.delenv(DATABASE_URL_ENV, raising=False)
+    readme_use = next(code for code in EXAMPLES if 'app_name="lunch-app"' in code)
+    subprocess.run([sys.executable, "-c", readme_use], env=env, check=True, timeout=120)
+    users_data = run_sync(_snapshot("lunch-app"))
+    assert len(users_data) == 2 and users_data[0][2]["user:diet"] == "vegetarian"
+
     first = _run_demo(env)
     assert str(tmp_path / "adk-sqlstore" / "adk_sqlstore.db") in first
     for expected in [
@@ -344,6 +365,12 @@ def test_demo_runs_twice_on_the_embedded_default(tmp_path: Path) -> None:
         "delivery address: memory search, one tool call",
     ]:
         assert expected in first, expected
+    lines = first.splitlines()
+    (explained,) = [line for line in lines if line.startswith('user:diet = "vegetarian"')]
+    assert explained.endswith("UTC."), explained  # a 200-character sentence on one line
+    (recalled,) = [line for line in lines if line.startswith("delivery address:")]
+    assert recalled.endswith("the idle job put it there."), recalled
+    assert max(len(line) for line in lines if set(line) <= {"─", " "} or "───" in line) <= 100
     # Monday, the idle job and Thursday ran in different processes.
     monday_pid = first.split("Monday")[1].split("process ")[1].split(",")[0]
     thursday_pid = first.split("Thursday")[1].split("new process ")[1].split(",")[0]
@@ -352,6 +379,7 @@ def test_demo_runs_twice_on_the_embedded_default(tmp_path: Path) -> None:
     assert "forgot an earlier run: 2 session(s), 2 memories" in second
     assert "ingested 1 session(s), 2 event(s)" in second
     assert "Shall I deliver it to the Pune office reception" in second
+    assert run_sync(_snapshot("lunch-app")) == users_data  # the README's data, untouched
 
 
 async def _memory_seed(url: str) -> None:

@@ -23,8 +23,9 @@ from adk_sqlstore import (
 from .conftest import Figures
 from .workers import key_writer, retrying_appender
 
-PROCESSES = 8
+PROCESSES = 8  # the soak size (make test-all); make test runs 4 x 50
 APPENDS = 200
+SOAK = pytest.mark.soak
 
 
 def _spawn(target: Any, args_of: list[tuple[Any, ...]]) -> list[Any]:
@@ -49,13 +50,17 @@ def _fold(events: list[Any]) -> dict[str, Any]:
     return state
 
 
-async def test_eight_processes_retrying_on_stale_lose_nothing(
-    db_url: str, figures: Figures
+@pytest.mark.parametrize(
+    ("processes", "appends"),
+    [pytest.param(4, 50, id="4x50"), pytest.param(PROCESSES, APPENDS, id="8x200", marks=SOAK)],
+)
+async def test_processes_retrying_on_stale_lose_nothing(
+    db_url: str, figures: Figures, processes: int, appends: int
 ) -> None:
     async with SqlSessionService.from_url(db_url) as service:
         session = await service.create_session(app_name="race", user_id="u1")
-    names = [f"proc-{n}" for n in range(PROCESSES)]
-    reports = _spawn(retrying_appender, [(db_url, session.id, name, APPENDS) for name in names])
+    names = [f"proc-{n}" for n in range(processes)]
+    reports = _spawn(retrying_appender, [(db_url, session.id, name, appends) for name in names])
     accepted: dict[str, list[str]] = {}
     attempts = stale = 0
     for name, ids, tried, rejected in reports:
@@ -69,20 +74,20 @@ async def test_eight_processes_retrying_on_stale_lose_nothing(
     assert stored is not None
     ids = [e.id for e in stored.events]
     # exactly the successful appends: none lost, none duplicated
-    assert len(ids) == len(set(ids)) == PROCESSES * APPENDS
+    assert len(ids) == len(set(ids)) == processes * appends
     assert set(ids) == {i for got in accepted.values() for i in got}
     # each process's events in its own order
     for name in names:
         assert [e.id for e in stored.events if e.author == name] == accepted[name]
         assert [e.invocation_id for e in stored.events if e.author == name] == [
-            f"{name}-{n}" for n in range(APPENDS)
+            f"{name}-{n}" for n in range(appends)
         ]
-    assert stored.revision == PROCESSES * APPENDS
+    assert stored.revision == processes * appends
     # the stored state is the fold of the stored deltas, user: keys included
     assert stored.state == _fold(stored.events)
-    assert all(stored.state[f"count_{name}"] == APPENDS for name in names)
+    assert all(stored.state[f"count_{name}"] == appends for name in names)
     figures.add(
-        f"{PROCESSES} processes x {APPENDS} appends on one session: {attempts} attempts,"
+        f"{processes} processes x {appends} appends on one session: {attempts} attempts,"
         f" {stale} StaleSessionError retried, {len(ids)} events stored, 0 lost, 0 duplicated"
     )
 

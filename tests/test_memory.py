@@ -361,13 +361,16 @@ async def test_text_with_nul_is_returned_exactly(
     assert texts(await search(memory, "before after zero byte")) == [line]
 
 
+@pytest.mark.parametrize(
+    "crowd", [pytest.param(10, id="10k"), pytest.param(100, id="100k", marks=pytest.mark.soak)]
+)
 async def test_crowded_index_still_returns_the_users_best_rows(
-    service: SqlSessionService, memory: SqlMemoryService, db_url: str
+    service: SqlSessionService, memory: SqlMemoryService, db_url: str, crowd: int
 ) -> None:
     """000: "apply the app and user filter inside the query to the index, not after
     retrieving the top results, or a crowded index will quietly return other users' rows"."""
     decoy = "favorite sport badminton badminton sport favorite"
-    for user in range(100):  # 100,000 rows of 100 other users, all matching better
+    for user in range(crowd):  # 1,000 rows each of other users, all matching better
         await memory.add_memory(
             app_name=APP,
             user_id=f"other-{user}",
@@ -438,6 +441,7 @@ async def test_a_big_users_top_k_is_the_exact_bm25_top_k(memory: SqlMemoryServic
 
 
 @pytest.mark.postgres
+@pytest.mark.soak
 async def test_postgres_search_uses_the_gin_index(postgres_url: str) -> None:
     """On a table big enough that the planner prefers it, the tsvector match and the
     (app_name, user_id) filter are one GIN index scan: the user's postings only."""

@@ -50,30 +50,31 @@ memory_app = typer.Typer(help="Search and ingest long-term memory.", no_args_is_
 app.add_typer(memory_app, name="memory")
 
 
+_PIPE_WIDTH = 1000
+
+
+def make_console(*, stderr: bool = False, markup: bool = False) -> Console:
+    """A rich console for the running command. Output to a pipe or file is not cut to
+    80 columns: it is as wide as it needs (up to ``_PIPE_WIDTH``) unless COLUMNS says
+    otherwise, so no line is broken inside a value."""
+    console = Console(stderr=stderr, highlight=False, markup=markup)
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").strip():
+        console = Console(stderr=stderr, highlight=False, markup=markup, width=_PIPE_WIDTH)
+    return console
+
+
 class _Consoles:
     """Rich consoles made on first use, so that they see the terminal (and COLUMNS) of
     the running command. Markup is off: ids, text and queries are printed as they are
-    (a session id such as "[/red]" is just text); styles come from ``style=``. Output
-    to a pipe or file is not cut to 80 columns: it is as wide as it needs (up to
-    ``_PIPE_WIDTH``) unless COLUMNS says otherwise."""
+    (a session id such as "[/red]" is just text); styles come from ``style=``."""
 
     @property
     def out(self) -> Console:
-        return self._console(stderr=False)
+        return make_console(stderr=False)
 
     @property
     def err(self) -> Console:
-        return self._console(stderr=True)
-
-    @staticmethod
-    def _console(*, stderr: bool) -> Console:
-        console = Console(stderr=stderr, highlight=False, markup=False)
-        if not console.is_terminal and not os.environ.get("COLUMNS", "").strip():
-            console = Console(stderr=stderr, highlight=False, markup=False, width=_PIPE_WIDTH)
-        return console
-
-
-_PIPE_WIDTH = 1000
+        return make_console(stderr=True)
 
 
 _consoles = _Consoles()

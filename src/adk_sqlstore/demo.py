@@ -12,7 +12,10 @@ turn about the Pune office reception. "One fact came back by key lookup and cost
 nothing; the other came back by search and cost one tool call."
 
 Run it with ``adk-sqlstore demo``. Monday runs in this process, the idle job and
-Thursday each in a child process.
+Thursday each in a child process. The demo keeps to an app of its own
+(``adk-sqlstore-demo``): it never reads or changes another app's data (the README's
+``lunch-app`` examples included), and each run first removes what its earlier runs left.
+Piped to a file, its output is not wrapped at 80 columns.
 """
 
 from __future__ import annotations
@@ -30,17 +33,19 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from rich.console import Console
+from rich.constrain import Constrain
 from rich.markup import escape
 from rich.rule import Rule
 from rich.table import Table
 
-from .engine import DATABASE_URL_ENV, redact_url, resolve_url
+from .cli import make_console
+from .engine import DATABASE_URL_ENV, describe_url, resolve_url
 from .memory import SqlMemoryService
 from .models import Content, Event, EventActions, FunctionCall, FunctionResponse, Part, Session
 from .sessions import SqlSessionService
 from .state import TEMP_PREFIX, USER_PREFIX
 
-APP_NAME = "lunch-app"
+APP_NAME = "adk-sqlstore-demo"  # its own app: the demo touches no one else's data
 USER_ID = "user-17"
 AGENT = "lunch_assistant"
 MONDAY_MESSAGE = "I'm vegetarian, and please always deliver to the Pune office reception."
@@ -246,8 +251,13 @@ def _thursday_reply(state: dict[str, Any], results: dict[str, dict[str, Any]]) -
     return f"A {diet} lunch, then. Where should I deliver it?"
 
 
+def _rule(title: str) -> Constrain:
+    """A heading line, at most 100 columns wide (output to a file is 1,000 wide)."""
+    return Constrain(Rule(title), width=100)
+
+
 async def monday(console: Console) -> None:
-    """Forget the demo user's earlier runs, then run Monday's conversation."""
+    """Forget the demo's earlier runs (in its own app), then run Monday's conversation."""
     monday_at, _ = demo_week()
     async with SqlSessionService.from_url() as sessions:
         memory = SqlMemoryService(sessions.engine)
@@ -259,7 +269,7 @@ async def monday(console: Console) -> None:
             )
         session = await sessions.create_session(app_name=APP_NAME, user_id=USER_ID)
         console.print(
-            Rule(f"Monday {monday_at:%d %b}: process {os.getpid()}, session {session.id[:8]}")
+            _rule(f"Monday {monday_at:%d %b}: process {os.getpid()}, session {session.id[:8]}")
         )
         await run_turn(
             sessions,
@@ -294,7 +304,7 @@ async def thursday(console: Console) -> None:
         memory = SqlMemoryService(sessions.engine)
         session = await sessions.create_session(app_name=APP_NAME, user_id=USER_ID)
         console.print(
-            Rule(
+            _rule(
                 f"Thursday {thursday_at:%d %b}: new process {os.getpid()}, new"
                 f" session {session.id[:8]}"
             )
@@ -315,7 +325,7 @@ async def thursday(console: Console) -> None:
             thursday_at,
             Transcript(console),
         )
-        console.print(Rule("Where each fact came from"))
+        console.print(_rule("Where each fact came from"))
         await explain(sessions, memory, console, current=session.id)
 
 
@@ -371,7 +381,7 @@ async def explain(
 def main(argv: list[str] | None = None) -> int:
     """``adk-sqlstore demo``: Monday here; the idle job and Thursday in child processes."""
     argv = sys.argv[1:] if argv is None else argv
-    console = Console(highlight=False)
+    console = make_console(markup=True)
     if argv[:1] == ["thursday"]:  # the child process; the URL comes through the environment
         asyncio.run(thursday(console))
         return 0
@@ -382,9 +392,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ[DATABASE_URL_ENV] = url
     target = resolve_url(url)
     console.print("[bold]adk-sqlstore demo[/]: the lunch example, scripted agent, no network")
-    console.print(f"database: {redact_url(target.url)}")
+    console.print(f"database: {escape(describe_url(target.url))}, app {APP_NAME}")
     asyncio.run(monday(console))
-    console.print(Rule("Later: the idle job (as cron runs it)"))
+    console.print(_rule("Later: the idle job (as cron runs it)"))
     console.print("$ adk-sqlstore memory ingest-idle --idle-minutes 30")
     console.file.flush()
     job = subprocess.run(

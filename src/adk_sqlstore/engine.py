@@ -302,19 +302,14 @@ def resolve_url(url: str | URL | None = None) -> DatabaseTarget:
             hides the password).
     """
     auto: bool | None = None
-    if isinstance(url, str):
-        url, auto = _split_options(url)
-        if _is_service_default(url):
-            url = None
-    if url is None:
-        url = os.environ.get(DATABASE_URL_ENV, "").strip() or None
-        if url is not None:
-            url, env_auto = _split_options(url)
-            auto = env_auto if auto is None else auto
-            if _is_service_default(url):
-                url = None
-    if url is not None:
-        return DatabaseTarget(normalize_url(url), embedded=False, auto_migrate=auto)
+    for candidate in (url, os.environ.get(DATABASE_URL_ENV, "").strip() or None):
+        if isinstance(candidate, str):
+            candidate, given = _split_options(candidate)
+            auto = given if auto is None else auto  # the argument's choice first
+            if _is_service_default(candidate):
+                continue
+        if candidate is not None:
+            return DatabaseTarget(normalize_url(candidate), embedded=False, auto_migrate=auto)
     path = default_sqlite_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     return DatabaseTarget(normalize_url(f"sqlite:///{path}"), embedded=True, auto_migrate=auto)
