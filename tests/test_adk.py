@@ -194,6 +194,50 @@ async def test_adk_events_round_trip_equal(adk_service: SqlSessionService) -> No
     assert got.events[0].long_running_tool_ids == {"adk-1", "adk-2"}
 
 
+async def test_tool_results_are_stored_as_adks_own_services_store_them(
+    adk_service: SqlSessionService, tmp_path: Path
+) -> None:
+    """A tool may return pydantic objects inside a function response (load_memory
+    returns LoadMemoryResponse); their default-valued fields are kept, as ADK's
+    SqliteSessionService keeps them (``{"memories": []}``, not ``{}``)."""
+    from google.adk.sessions.sqlite_session_service import SqliteSessionService
+    from google.adk.tools.load_memory_tool import LoadMemoryResponse
+    from pydantic import BaseModel
+
+    class Result(BaseModel):
+        ok: bool = False
+        count: int = 0
+        items: list[str] = []
+        note: str | None = None
+
+    def event() -> Event:
+        response = {"result": Result(), "memories": LoadMemoryResponse(), "none": None}
+        call = types.FunctionResponse(id="c1", name="tool", response=response)
+        return Event(
+            id="e1",
+            timestamp=1.5,
+            author="agent",
+            content=types.Content(role="user", parts=[types.Part(function_response=call)]),
+        )
+
+    theirs = SqliteSessionService(db_path=str(tmp_path / "adk.db"))
+    adk_session = await theirs.create_session(app_name="app", user_id="u1", session_id="s")
+    await theirs.append_event(adk_session, event())
+    expected = await theirs.get_session(app_name="app", user_id="u1", session_id="s")
+    await theirs.close()
+    ours = await adk_service.create_session(app_name="app", user_id="u1", session_id="s")
+    await adk_service.append_event(ours, event())
+    got = await adk_service.get_session(app_name="app", user_id="u1", session_id="s")
+    assert expected is not None and got is not None
+    assert got.events == expected.events
+    stored = got.events[0].content.parts[0].function_response.response  # type: ignore[union-attr, index]
+    assert stored == {
+        "result": {"ok": False, "count": 0, "items": []},
+        "memories": {"memories": []},
+        "none": None,
+    }
+
+
 @pytest.mark.filterwarnings("ignore:SequentialAgent is deprecated:DeprecationWarning")
 async def test_temp_keys_pass_between_agents_of_one_invocation_and_are_not_stored(
     adk_service: SqlSessionService,

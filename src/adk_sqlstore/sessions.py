@@ -1070,7 +1070,10 @@ class SqlSessionService(ClosedOnExit):
         """
         check_event_fields(event)
         try:
-            data = str(event.model_dump_json(exclude_defaults=True))
+            # exclude_none, as ADK's own services write events: exclude_defaults would
+            # also drop default-valued fields of objects a tool returned (a function
+            # response's {"memories": []} read back as {}).
+            data = str(event.model_dump_json(exclude_none=True))
         except (PydanticSerializationError, ValueError) as exc:
             raise InvalidEventError(f"event {event.id!r} cannot be written as JSON: {exc}") from exc
         limit = self._max_event_bytes
