@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -113,12 +114,29 @@ class AdkServer:
         self.process: subprocess.Popen[bytes] | None = None
         self.port = 0
 
-    def start(self) -> None:
+    def _command(self) -> list[str]:
         self.port = _free_port()
         adk = str(Path(sys.executable).with_name("adk"))
         command = [adk, "api_server", "--no-reload", "--host", "127.0.0.1"]
         command += ["--port", str(self.port), "--session_service_uri", self.uri]
-        command += ["--memory_service_uri", self.uri, str(self.agents)]
+        return [*command, "--memory_service_uri", self.uri, str(self.agents)]
+
+    def start_fails(self) -> str:
+        """Start a server that must stop at start-up; returns what it printed."""
+        done = subprocess.run(
+            self._command(),
+            cwd=self.workdir,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode != 0, done.stdout + done.stderr
+        return done.stdout + done.stderr
+
+    def start(self) -> None:
+        command = self._command()
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 command, cwd=self.workdir, env=self.env, stdout=log, stderr=subprocess.STDOUT
@@ -272,22 +290,21 @@ def test_sqlstore_sqlite_uri_with_an_absolute_path(server: Any, tmp_path: Path) 
 
 
 @pytest.mark.postgres
-def test_sqlstore_postgresql_uri_says_how_to_migrate_then_works(
+def test_sqlstore_postgresql_uri_stops_at_start_up_until_migrated(
     server: Any, postgres_factory: PostgresFactory
 ) -> None:
     url = postgres_factory.create(migrate=False)
     uri = "sqlstore+" + url
-    unmigrated = server(uri)
-    unmigrated.start()
-    for _ in range(3):
-        assert unmigrated.create_session().status_code == 500
-    unmigrated.stop()
-    lines = [line for line in unmigrated.log.read_text().splitlines() if "adk-sqlstore:" in line]
-    assert len(lines) == 1, lines  # one clear line, not one per request
-    assert "adk-sqlstore migrate --url" in lines[0] and "auto_migrate=true" in lines[0]
+    printed = server(uri).start_fails()
+    lines = [line for line in printed.splitlines() if "adk-sqlstore migrate" in line]
+    assert len(lines) == 1, printed  # stops at start-up with one clear line
+    assert lines[0].startswith("Error: the database postgresql://"), lines
+    assert "has no adk-sqlstore tables" in lines[0] and "auto_migrate=true" in lines[0]
+    assert "Traceback" not in printed
     password = make_url(url).password
     if password:
-        assert str(password) not in unmigrated.log.read_text()
+        assert f":{password}@" not in printed
+        assert f":{quote(str(password), safe='')}@" not in printed
 
     migrate = subprocess.run(
         [str(Path(sys.executable).with_name("adk-sqlstore")), "migrate", "--url", uri],

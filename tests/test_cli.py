@@ -18,7 +18,7 @@ from adk_sqlstore.engine import DATABASE_URL_ENV
 from adk_sqlstore.migration import HEAD_REVISION
 from adk_sqlstore.session_json import dump_session, load_session
 
-from .conftest import run_sync, shared_data
+from .conftest import PostgresFactory, run_sync, shared_data
 
 runner = CliRunner(env={"COLUMNS": "200"})
 
@@ -433,3 +433,25 @@ def test_forget_user_command_asks_first(db_url: str) -> None:
     assert "forgot user-17 in lunch-app: deleted 1 events" in done and "1 sessions" in done
     listing = cli("sessions", "list", "--app", "lunch-app", "--url", db_url)
     assert "user-17" not in listing and "user-42" in listing
+
+
+@pytest.mark.postgres
+def test_an_unmigrated_database_is_one_error_line(postgres_factory: PostgresFactory) -> None:
+    """The command reports the problem itself, once; the library's log record of it is
+    not printed a second time."""
+    url = postgres_factory.create(migrate=False)
+    commands = (["sessions", "list", "--app", "a"], ["memory", "search", "x", "--app", "a"])
+    for args in commands:
+        if args[0] == "memory":
+            args = [*args, "--user", "u"]
+        done = subprocess.run(
+            [sys.executable, "-m", "adk_sqlstore", *args, "--url", url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        lines = (done.stdout + done.stderr).strip().splitlines()
+        assert done.returncode == 1 and len(lines) == 1, lines
+        assert lines[0].startswith("error: the database postgresql://")
+        assert "adk-sqlstore migrate --url" in lines[0]

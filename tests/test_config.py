@@ -18,6 +18,7 @@ from adk_sqlstore.engine import (
     DATABASE_URL_ENV,
     create_engine,
     default_sqlite_path,
+    describe_url,
     normalize_url,
     resolve_url,
 )
@@ -52,6 +53,11 @@ def test_unsupported_or_invalid_urls_say_so_without_the_password() -> None:
         ("postgresql://postgres@127.0.0.1:99999/x", "no valid port"),
         ("postgresql://u:hunter2@h/db?application_name=x", "does not take application_name"),
         ("postgresql://u:hunter2@h/db?connect_timeout=5", "does not take connect_timeout"),
+        ("postgresql://u:hunter2%2F@127.0.0.1:abc/db", "the port 'abc' is not a number"),
+        ("postgresql://postgres:hunter2@x w:rd/é%?#&@127.0.0.1:5/t1", "percent-encode"),
+        ("postgresql://u:hunter2@[::1:5432/db", "percent-encoded"),
+        ("sqlite:/x.db", "three slashes"),
+        ("sqlstore:///x.db", "is not a URL adk-sqlstore reads"),
     ],
 )
 def test_urls_the_drivers_would_choke_on_fail_clearly_up_front(url: str, message: str) -> None:
@@ -270,6 +276,8 @@ def test_service_uri_options(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
     monkeypatch.setenv(DATABASE_URL_ENV, "sqlstore+sqlite:////env/x.db?auto_migrate=false")
     from_env = resolve_url("sqlstore://")
     assert from_env.url.database == "/env/x.db" and not from_env.migrates_itself
+    # The path logged is the file opened: SQLite does not expand "~".
+    assert describe_url(normalize_url("sqlite:///~/t.db")) == f"SQLite file {Path.cwd()}/~/t.db"
     with pytest.raises(ValueError, match=r"sqlstore\+sqlite:///path\.db"):
         resolve_url("sqlstore:///x.db")
     with pytest.raises(ValueError, match="neither true nor false"):

@@ -322,6 +322,48 @@ def test_adk_web_default_session_files(tmp_path: Path, db_url: str) -> None:
     _assert_same(theirs, run_sync(_ours(db_url, apps)))
 
 
+def test_a_dry_run_never_creates_nor_migrates_the_target(
+    adk_source: Source, tmp_path: Path, postgres_factory: Any
+) -> None:
+    """--dry-run "writes nothing": a target file that does not exist is not created, a
+    database that is not migrated is not migrated; everything counts as new."""
+    missing = tmp_path / "not-yet.db"
+    dry = _import(adk_source.url, f"sqlite:///{missing}", "--dry-run")
+    assert f"would copy {adk_source.theirs.counts()}; 0 session(s) already there" in dry
+    assert not missing.exists()
+    empty = postgres_factory.create(migrate=False)
+    dry = _import(adk_source.url, empty, "--dry-run")
+    assert f"would copy {adk_source.theirs.counts()}; 0 session(s) already there" in dry
+
+    async def tables() -> list[str]:
+        import asyncpg
+
+        conn = await asyncpg.connect(_adk_url(empty).replace("+asyncpg", ""))
+        try:
+            rows = await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+            return [r[0] for r in rows]
+        finally:
+            await conn.close()
+
+    assert run_sync(tables()) == []
+
+
+def test_source_paths_with_characters_uris_escape(tmp_path: Path, db_url: str) -> None:
+    """A source file whose path holds '#', '?', '%' or a space is opened (read-only) as
+    that very file, not cut short at the '#' or '?'."""
+    folder = tmp_path / "sources" / "sp ace#1%"
+    folder.mkdir(parents=True)
+    source = folder / "session?.db"
+    theirs = run_sync(_written(SqliteSessionService(db_path=str(source))))
+    source.chmod(0o444)
+    escaped = str(source).replace("%", "%25").replace(" ", "%20").replace("#", "%23")
+    output = _import(f"sqlite:///{escaped.replace('?', '%3F')}", db_url)
+    assert f"copied {theirs.counts()}" in output
+    _assert_same(theirs, run_sync(_ours(db_url)))
+    assert [p.name for p in folder.parent.iterdir()] == ["sp ace#1%"]  # nothing else made
+    source.chmod(0o644)
+
+
 def test_import_adk_needs_no_url_in_argv_for_target(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -68,6 +68,7 @@ from . import errors, queries
 from .engine import ClosedOnExit, describe_url
 from .memory import IngestReport, MemoryCheckpoint
 from .memory import SqlMemoryService as CoreMemoryService
+from .migration import check_schema_at_startup
 from .redaction import Redactor
 from .sessions import SqlSessionService as CoreSessionService
 from .validation import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_STATE_VALUE_BYTES
@@ -141,11 +142,26 @@ class _AdkModels(CoreSessionService):
         session._storage_update_marker = f"{incarnation or ''}:{revision}"
 
 
-def _from_uri(uri: str | None, auto_migrate: bool | None, kind: str, **kwargs: Any) -> _AdkModels:
+def _from_uri(
+    uri: str | None, auto_migrate: bool | None, kind: str, kwargs: dict[str, Any], **limits: Any
+) -> _AdkModels:
     """The core service on its own engine for an ADK service URI, logging where the
-    data lives (ADK's server shows INFO lines at start-up)."""
-    service = _AdkModels.from_url(uri, auto_migrate=auto_migrate, **kwargs)
+    data lives (ADK's server shows INFO lines at start-up).
+
+    Built by ADK's service registry (``adk web``, ``adk api_server``: it passes
+    ``agents_dir``), the schema is checked at once, so that a server on a database
+    nobody migrated stops at start-up with one line naming the command to run, instead
+    of answering every request with HTTP 500.
+
+    Raises:
+        SchemaNotMigratedError: built by ADK's registry, on a database that is not
+            migrated and may not migrate itself.
+    """
+    by_adk_server = kwargs.pop("agents_dir", None) is not None
+    service = _AdkModels.from_url(uri, auto_migrate=auto_migrate, **limits, **kwargs)
     logger.info("adk-sqlstore %s: %s", kind, describe_url(service.engine.url))
+    if by_adk_server and not service.auto_migrate:
+        check_schema_at_startup(service.engine.url)
     return service
 
 
@@ -164,8 +180,13 @@ class SqlSessionService(BaseSessionService, ClosedOnExit):
         memory_checkpoint: ingest into memory every N appended events.
         max_event_bytes, max_state_value_bytes: size limits (default 8 MiB per event,
             1 MiB per state value), as for :class:`adk_sqlstore.SqlSessionService`.
-        **kwargs: passed to ``create_async_engine``; ``agents_dir`` (given by ADK's
-            service registry) is ignored.
+        **kwargs: passed to ``create_async_engine``; ``agents_dir`` means ADK's server
+            (its service registry) is building the service.
+
+    Raises:
+        SchemaNotMigratedError: built by ADK's server (``adk web``, ``adk api_server``)
+            on a database that is not migrated and may not migrate itself: the server
+            stops at start-up with this one line, naming the command to run.
     """
 
     def __init__(
@@ -179,7 +200,6 @@ class SqlSessionService(BaseSessionService, ClosedOnExit):
         max_state_value_bytes: int = DEFAULT_MAX_STATE_VALUE_BYTES,
         **kwargs: Any,
     ) -> None:
-        kwargs.pop("agents_dir", None)
         limits: dict[str, Any] = {
             "memory_checkpoint": memory_checkpoint,
             "max_event_bytes": max_event_bytes,
@@ -188,7 +208,7 @@ class SqlSessionService(BaseSessionService, ClosedOnExit):
         if engine is not None:
             self._core = _AdkModels(engine, auto_migrate=auto_migrate, **limits)
         else:
-            self._core = _from_uri(uri, auto_migrate, "session service", **limits, **kwargs)
+            self._core = _from_uri(uri, auto_migrate, "session service", kwargs, **limits)
 
     @classmethod
     def from_url(cls, url: str | None = None, **kwargs: Any) -> Self:
@@ -312,7 +332,11 @@ class SqlMemoryService(BaseMemoryService, ClosedOnExit):
         engine: an engine you manage, e.g. ``session_service.engine``.
         redactors, mask_card_numbers: the ingestion filter.
         auto_migrate: as for :class:`SqlSessionService`.
-        **kwargs: passed to ``create_async_engine``; ``agents_dir`` is ignored.
+        **kwargs: passed to ``create_async_engine``; ``agents_dir`` as for
+            :class:`SqlSessionService`.
+
+    Raises:
+        SchemaNotMigratedError: as for :class:`SqlSessionService`.
     """
 
     def __init__(
@@ -325,9 +349,8 @@ class SqlMemoryService(BaseMemoryService, ClosedOnExit):
         auto_migrate: bool | None = None,
         **kwargs: Any,
     ) -> None:
-        kwargs.pop("agents_dir", None)
         if engine is None:
-            sessions = _from_uri(uri, auto_migrate, "memory service", **kwargs)
+            sessions = _from_uri(uri, auto_migrate, "memory service", kwargs)
         else:
             sessions = _AdkModels(engine, auto_migrate=auto_migrate)
         self._sessions = sessions

@@ -34,8 +34,9 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
+from urllib.parse import quote, unquote
 
-from sqlalchemy import Select, column, inspect, select, table, text, tuple_
+from sqlalchemy import Select, column, func, inspect, select, table, text, tuple_
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 
@@ -60,7 +61,13 @@ except ImportError as exc:  # pragma: no cover - exercised without google-adk
 
 from .adk import SqlSessionService
 
-__all__ = ["ImportReport", "import_adk_database", "open_source", "source_layout"]
+__all__ = [
+    "ImportReport",
+    "count_sessions",
+    "import_adk_database",
+    "open_source",
+    "source_layout",
+]
 
 _BATCH = 200
 _NO_EVENTS = GetSessionConfig(num_recent_events=0)
@@ -90,9 +97,10 @@ def open_source(url: str) -> AsyncEngine:
     """An engine on the ADK database, read-only for SQLite (nothing is written to it)."""
     parsed = normalize_url(url)
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        parsed = parsed.set(
-            database=f"file:{parsed.database}?mode=ro", query={**parsed.query, "uri": "true"}
-        )
+        # An SQLite URI filename: "?", "#" and "%" in the path must be escaped, or the
+        # path is cut short there (and mode=ro lost).
+        path = quote(parsed.database or "", safe="/")
+        parsed = parsed.set(database=f"file:{path}?mode=ro", query={**parsed.query, "uri": "true"})
     return create_async_engine(parsed)
 
 
@@ -101,7 +109,7 @@ def _shown(url: URL) -> str:
     form), password hidden."""
     database = url.database or ""
     if url.get_backend_name() == "sqlite" and database.startswith("file:"):
-        return f"sqlite:///{database[len('file:') :].removesuffix('?mode=ro')}"
+        return f"sqlite:///{unquote(database[len('file:') :].removesuffix('?mode=ro'))}"
     return redact_url(url)
 
 
@@ -296,9 +304,21 @@ async def _session_keys(db: AsyncSession, reader: _Reader) -> AsyncIterator[_Key
         after = batch[-1]
 
 
+async def count_sessions(source: AsyncEngine) -> int:
+    """How many sessions the source holds (for a progress bar).
+
+    Raises:
+        MigrationError: as for :func:`import_adk_database`.
+    """
+    reader = await _reader(source)
+    async with AsyncSession(source) as db:
+        stmt = select(func.count()).select_from(select(*reader.keys).subquery())
+        return int((await db.execute(stmt)).scalar_one())
+
+
 async def import_adk_database(
     source: AsyncEngine,
-    target: SqlSessionService,
+    target: SqlSessionService | None,
     *,
     replace: bool = False,
     dry_run: bool = False,
@@ -309,7 +329,9 @@ async def import_adk_database(
 
     Args:
         source: an engine on the ADK database (see :func:`open_source`).
-        target: the adk-sqlstore ADK session service to copy into.
+        target: the adk-sqlstore ADK session service to copy into; ``None`` in a dry
+            run means a target that holds nothing yet (a database not created or not
+            migrated: a dry run never creates or migrates it).
         replace: overwrite sessions and state keys the target already has.
         dry_run: read and count everything, write nothing.
         on_session: called after each session with it and whether it was written.
@@ -321,6 +343,8 @@ async def import_adk_database(
         MigrationError: the source is neither of the layouts read (see
             :func:`source_layout`).
     """
+    if target is None and not dry_run:
+        raise ValueError("an import that is not a dry run needs a target")
     reader = await _reader(source)
     report = ImportReport()
     async with AsyncSession(source) as db:
@@ -328,8 +352,8 @@ async def import_adk_database(
             session = await reader.session(db, key)
             if session is None:
                 continue
-            if dry_run:
-                exists = await target.core.get_session(
+            if dry_run or target is None:
+                exists = target and await target.core.get_session(
                     app_name=key[0], user_id=key[1], session_id=key[2], config=_NO_EVENTS
                 )
                 written = replace or exists is None
@@ -349,7 +373,7 @@ async def import_adk_database(
                 state = reader.state(values["state"])
                 keys = (
                     len(state)
-                    if dry_run
+                    if dry_run or target is None
                     else await target.core.import_state(
                         app_name=values["app_name"], user_id=user_id, state=state, replace=replace
                     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import os
 import sys
@@ -28,8 +29,8 @@ from rich.text import Text
 from sqlalchemy.exc import DBAPIError
 
 from . import migration
-from .engine import create_engine, database_error, redact_url, resolve_url
-from .errors import AdkSqlStoreError, SessionNotFoundError
+from .engine import create_engine, database_error, redact_url, resolve_url, sqlite_path
+from .errors import AdkSqlStoreError, SchemaNotMigratedError, SessionNotFoundError
 from .memory import IngestReport, SqlMemoryService
 from .models import Event, Session
 from .session_json import dump_session, load_sessions, session_files
@@ -48,6 +49,14 @@ sessions_app = typer.Typer(help="Inspect stored sessions.", no_args_is_help=True
 app.add_typer(sessions_app, name="sessions")
 memory_app = typer.Typer(help="Search and ingest long-term memory.", no_args_is_help=True)
 app.add_typer(memory_app, name="memory")
+
+
+@app.callback()
+def _commands() -> None:
+    # The commands report failures themselves, on one line; the library's log records
+    # of the same failures would print them a second time (through logging's last
+    # resort handler) unless the user configured logging.
+    logging.getLogger("adk_sqlstore").addHandler(logging.NullHandler())
 
 
 _PIPE_WIDTH = 1000
@@ -103,6 +112,12 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine, turning errors into one red line and exit code 1."""
     try:
         return asyncio.run(coro)
+    except BrokenPipeError:
+        # The reader went away (``export --out - | head``): stop quietly, as other
+        # command-line tools do; stdout is pointed at /dev/null so that Python's own
+        # flush at exit does not complain either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(1) from None
     except (AdkSqlStoreError, ValueError, OSError) as exc:
         _error(str(exc))
         raise typer.Exit(1) from None
@@ -428,7 +443,8 @@ def memory_search(
             found = await memory.search_memory(
                 app_name=app_name, user_id=user, query=query, limit=limit
             )
-        table = Table(title=f"memories of {app_name} / {user} for {query!r}")
+        _consoles.out.print(f"memories of {app_name} / {user} for {query!r}", soft_wrap=True)
+        table = Table()
         table.add_column("score", justify="right")
         table.add_column("time (UTC)", no_wrap=True)
         table.add_column("author")
@@ -677,34 +693,52 @@ def import_adk(
     """
     try:
         from .adk import SqlSessionService as AdkSqlSessionService
-        from .adk_import import ImportReport, import_adk_database, open_source
+        from .adk_import import ImportReport, count_sessions, import_adk_database, open_source
     except ImportError as exc:
         _error(str(exc))
         raise typer.Exit(1) from None
+    target = _database(target, must_exist=False)
+
+    async def existing_target() -> AdkSqlSessionService | None:
+        """The target as it is, for a dry run: ``None`` when it holds nothing yet (no
+        file, or not migrated); never created or migrated."""
+        path = sqlite_path(resolve_url(target).url)
+        if path is not None and not path.exists():
+            return None
+        store = AdkSqlSessionService(target, auto_migrate=False)
+        try:
+            await store.core.ensure_schema()
+        except SchemaNotMigratedError:
+            await store.close()
+            return None
+        return store
 
     async def run() -> ImportReport:
         engine = open_source(source)
+        store = await existing_target() if dry_run else AdkSqlSessionService(target)
         try:
-            async with AdkSqlSessionService(_database(target, must_exist=False)) as store:
-                with Progress(
-                    TextColumn("dry run" if dry_run else "importing"),
-                    BarColumn(),
-                    MofNCompleteColumn(),
-                    TextColumn("sessions"),
-                    console=_consoles.out,
-                ) as progress:
-                    task = progress.add_task("import", total=None)
-                    return await import_adk_database(
-                        engine,
-                        store,
-                        replace=replace,
-                        dry_run=dry_run,
-                        on_session=lambda s, written: progress.advance(task),
-                    )
+            total = await count_sessions(engine)
+            with Progress(
+                TextColumn("dry run" if dry_run else "importing"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("sessions"),
+                console=_consoles.out,
+            ) as progress:
+                task = progress.add_task("import", total=total)
+                return await import_adk_database(
+                    engine,
+                    store,
+                    replace=replace,
+                    dry_run=dry_run,
+                    on_session=lambda s, written: progress.advance(task),
+                )
         except (DBAPIError, OSError) as exc:
             raise database_error(source, exc) from exc
         finally:
             await engine.dispose()
+            if store is not None:
+                await store.close()
 
     report = _run(run())
     verb = "would copy" if dry_run else "copied"

@@ -42,6 +42,7 @@ __all__ = [
     "describe_url",
     "redact_url",
     "resolve_url",
+    "sqlite_path",
 ]
 
 DATABASE_URL_ENV = "ADK_SQLSTORE_DATABASE_URL"
@@ -123,7 +124,7 @@ def sqlite_path(url: URL) -> Path | None:
         return None
     if database.startswith("file:"):
         database = database[len("file:") :].split("?", 1)[0]
-    return Path(database).expanduser().absolute()
+    return Path(database).absolute()
 
 
 def describe_url(url: URL) -> str:
@@ -141,10 +142,14 @@ def redact_url(url: str | URL) -> str:
     else:
         try:
             make_url(url)
-        except Exception:  # unparsable: nothing of it can be shown safely
-            return "<unparsable database URL>"
-        # Everything between "user:" and the last "@" is the password, whatever it holds.
-        text = _USERINFO.sub(r"\1***\3", url)
+        except Exception:  # unparsable: hide everything before the last "@"
+            scheme, sep, rest = url.partition("://")
+            if not sep or "@" not in rest:
+                return "<unparsable database URL>"
+            text = f"{scheme}://***@{rest.rsplit('@', 1)[1]}"
+        else:
+            # Everything between "user:" and the last "@" is the password, whatever it holds.
+            text = _USERINFO.sub(r"\1***\3", url)
     return _SECRET_QUERY.sub(r"\1***", text)
 
 
@@ -210,23 +215,24 @@ def normalize_url(url: str | URL) -> URL:
         url = "postgresql://" + url[len("postgres://") :]
     if isinstance(url, str) and "://" not in url:
         shown = repr(url) if "@" not in url else "(hidden: it may hold a password)"
+        if url.startswith("sqlite:"):
+            raise ValueError(
+                f"SQLite URL {shown} needs three slashes: sqlite:///relative/to/cwd.db or"
+                " sqlite:////absolute/path.db"
+            )
         raise ValueError(
             f"database URL {shown} has no scheme: use postgresql://user@host/db or"
             " sqlite:///path/to.db"
         )
-    if (
-        isinstance(url, str)
-        and not url.startswith("sqlite")
-        and url.split("?", 1)[0].count("@") > 1
-    ):
+    if isinstance(url, str) and not url.startswith("sqlite") and url.count("@") > 1:
         raise ValueError(
             f"database URL {redact_url(url)!r} has more than one '@': percent-encode '@' in"
-            " user names and passwords as %40"
+            " user names and passwords as %40 (and ':' '/' '?' '#' '%' and spaces too)"
         )
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError):  # ValueError: a port that is not a number
-        raise ValueError(f"invalid database URL {redact_url(url)!r}") from None
+        raise ValueError(_why_invalid(str(url))) from None
     backend = parsed.get_backend_name()
     driver = _ASYNC_DRIVERS.get(backend)
     if driver is None and backend.startswith(SERVICE_SCHEME):
@@ -256,6 +262,19 @@ def normalize_url(url: str | URL) -> URL:
     if parsed.get_driver_name() != driver:
         parsed = parsed.set(drivername=f"{backend}+{driver}")
     return parsed
+
+
+def _why_invalid(url: str) -> str:
+    """A one-line reason why SQLAlchemy cannot parse ``url`` (password hidden)."""
+    host = url.partition("://")[2].rsplit("@", 1)[-1].split("/", 1)[0].split("?", 1)[0]
+    port = host.rpartition(":")[2] if ":" in host and not host.endswith("]") else ""
+    if port and not port.isdigit():
+        return f"database URL {redact_url(url)!r}: the port {port!r} is not a number (1-65535)"
+    return (
+        f"invalid database URL {redact_url(url)!r}: the form is"
+        " postgresql://user:password@host:port/database, with '@' ':' '/' '?' '#' '%' and"
+        " spaces in the user name or password percent-encoded"
+    )
 
 
 _ASYNCPG_QUERY = {
@@ -334,7 +353,7 @@ def create_engine(
     if normalized.get_backend_name() == "sqlite":
         database = normalized.database or ""
         if database and database != ":memory:" and not database.startswith("file:"):
-            folder = Path(database).expanduser().resolve().parent
+            folder = Path(database).resolve().parent
             if not folder.is_dir():  # fail here, not in aiosqlite's thread
                 raise ValueError(
                     f"the folder {folder} of SQLite database {database} does not exist"

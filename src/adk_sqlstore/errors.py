@@ -67,8 +67,11 @@ class InvalidIdentifierError(AdkSqlStoreError, ValueError):
     """An app_name, user_id or session id is not a storable identifier."""
 
 
-class SchemaNotMigratedError(AdkSqlStoreError):
+class SchemaNotMigratedError(AdkSqlStoreError, ValueError):
     """The database schema is not at the revision this version of the library needs.
+
+    Also a ``ValueError`` (the database given cannot be used as it is): ADK's server
+    then stops at start-up with the message on one line (``Error: ...``).
 
     Attributes:
         current_revision: the database's Alembic revision, or ``None`` when it has none.

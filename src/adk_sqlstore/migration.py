@@ -7,20 +7,28 @@ migrate a database (``adk-sqlstore migrate``).
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import inspect, text
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import URL, Connection
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.pool import NullPool
 
-from .engine import WRITE_OPTION, redact_url
+from .engine import WRITE_OPTION, create_engine, redact_url
 from .errors import MigrationError, SchemaNotMigratedError
 from .schema import ALEMBIC_VERSION_TABLE
 
 __all__ = [
     "HEAD_REVISION",
     "check_schema",
+    "check_schema_at_startup",
     "current_revision",
     "downgrade",
     "migrations_path",
@@ -47,6 +55,20 @@ def migrations_path() -> Path:
     if (checkout / "env.py").is_file():
         return checkout
     raise FileNotFoundError("adk-sqlstore's migration scripts are missing from this install")
+
+
+@contextmanager
+def _quiet_alembic() -> Iterator[None]:
+    """Alembic's INFO lines ("Context impl ...", "setup plugin ...") kept out of the
+    application's log while the library migrates: they say nothing to its users."""
+    alembic_logger = logging.getLogger("alembic")
+    level = alembic_logger.level
+    if level == logging.NOTSET:  # a level the application chose is left alone
+        alembic_logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        alembic_logger.setLevel(level)
 
 
 def _alembic_config(connection: Connection) -> Any:
@@ -88,7 +110,8 @@ def _run_alembic(sync: Connection, operation: str, revision: str) -> None:
     if current is not None and current not in REVISIONS:
         raise _newer_database(sync, current)
     try:
-        getattr(command, operation)(_alembic_config(sync), revision)
+        with _quiet_alembic():
+            getattr(command, operation)(_alembic_config(sync), revision)
     except CommandError as exc:
         raise MigrationError(f"cannot {operation} to {revision!r}: {exc}") from exc
 
@@ -136,7 +159,7 @@ async def check_schema(engine: AsyncEngine) -> None:
     current = await current_revision(engine)
     if current == HEAD_REVISION:
         return
-    url = redact_url(engine.url)
+    plain = redact_url(engine.url.set(drivername=engine.url.get_backend_name()))
     if current is not None and current not in REVISIONS:
         async with engine.connect() as conn:
             raise await conn.run_sync(_newer_database, current)
@@ -147,12 +170,33 @@ async def check_schema(engine: AsyncEngine) -> None:
             f"is at schema revision {current!r}, this version of adk-sqlstore needs"
             f" {HEAD_REVISION!r}"
         )
-    plain = redact_url(engine.url.set(drivername=engine.url.get_backend_name()))
     raise SchemaNotMigratedError(
-        f"the database {url} {what}: run `adk-sqlstore migrate --url '{plain}'`"
+        f"the database {plain} {what}: run `adk-sqlstore migrate --url '{plain}'`"
         f"{' (with the password)' if engine.url.password else ''}; in development,"
         " ?auto_migrate=true on the URL (or auto_migrate=True) lets the service migrate it"
         " on first use",
         current_revision=current,
         head_revision=HEAD_REVISION,
     )
+
+
+def check_schema_at_startup(url: URL) -> None:
+    """:func:`check_schema` from synchronous code (a server building its services), on
+    a short-lived connection of its own in a worker thread with its own event loop.
+
+    Raises:
+        SchemaNotMigratedError: the database is not at :data:`HEAD_REVISION`. A database
+            that cannot be reached now is not an error here: the first call reports it.
+    """
+
+    async def check() -> None:
+        engine = create_engine(url, poolclass=NullPool)
+        try:
+            await check_schema(engine)
+        except (DBAPIError, OSError):
+            pass
+        finally:
+            await engine.dispose()
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, check()).result()

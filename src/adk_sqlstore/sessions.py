@@ -327,6 +327,11 @@ class SqlSessionService(ClosedOnExit):
         """The engine this service runs on."""
         return self._engine
 
+    @property
+    def auto_migrate(self) -> bool:
+        """Whether this service upgrades the schema by itself on first use."""
+        return self._auto_migrate
+
     async def close(self) -> None:
         """Dispose of the engine if this service created it (``from_url``)."""
         if self._owns_engine:
