@@ -18,28 +18,42 @@ Passwords are replaced by ``***`` wherever a URL is shown.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import copy
+import math
 import os
 import re
-from dataclasses import dataclass
+import threading
+import uuid
+import weakref
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, DisconnectionError
+from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from .errors import DatabaseUnavailableError
+from .errors import DatabaseUnavailableError, PoolTimeoutError
 
 __all__ = [
     "DATABASE_URL_ENV",
     "DatabaseTarget",
+    "EngineViews",
     "configure_engine",
     "create_engine",
     "database_error",
     "default_sqlite_path",
     "describe_url",
+    "dispose_engine",
+    "driver_error",
+    "engine_for_loop",
+    "engine_views",
     "redact_url",
     "resolve_url",
     "sqlite_path",
@@ -298,11 +312,12 @@ def _asyncpg_query(url: URL) -> URL:
     if "sslmode" in query:
         query.setdefault("ssl", query.pop("sslmode"))
         query.pop("sslmode", None)
-    unknown = sorted(set(query) - _ASYNCPG_QUERY)
+    unknown = sorted(set(query) - _ASYNCPG_QUERY - set(SETTINGS))
     if unknown:
+        taken = sorted(_ASYNCPG_QUERY | {"sslmode"} | set(SETTINGS) - {"sqlite_busy_timeout"})
         raise ValueError(
-            f"database URL {redact_url(url)!r}: the PostgreSQL driver (asyncpg) does not take"
-            f" {', '.join(unknown)}; it takes {', '.join(sorted(_ASYNCPG_QUERY | {'sslmode'}))}"
+            f"database URL {redact_url(url)!r}: adk-sqlstore and its PostgreSQL driver"
+            f" (asyncpg) do not take {', '.join(unknown)}; they take {', '.join(taken)}"
         )
     return url.set(query=query) if query != dict(url.query) else url
 
@@ -334,23 +349,112 @@ def resolve_url(url: str | URL | None = None) -> DatabaseTarget:
     return DatabaseTarget(normalize_url(f"sqlite:///{path}"), embedded=True, auto_migrate=auto)
 
 
-def create_engine(
-    url: str | URL, *, sqlite_busy_timeout: float = DEFAULT_SQLITE_BUSY_TIMEOUT, **kwargs: Any
-) -> AsyncEngine:
+def _positive(name: str, value: str) -> float:
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+    return number
+
+
+def _count(name: str, value: str, least: int) -> int:
+    number = int(value)
+    if number < least:
+        raise ValueError(f"{name} must be an integer of at least {least}, not {value!r}")
+    return number
+
+
+def _flag(name: str, value: str) -> bool:
+    if value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    raise ValueError(f"{name} must be true or false, not {value!r}")
+
+
+def _duration(name: str, value: str) -> str:
+    if not re.fullmatch(r"\d+\s*(ms|s|min|h|d)?", value.strip()):
+        raise ValueError(f"{name} must be milliseconds or a duration such as 30s, not {value!r}")
+    return value.strip()
+
+
+SETTINGS: dict[str, Callable[[str, str], Any]] = {
+    "pool_size": lambda n, v: _count(n, v, 1),
+    "max_overflow": lambda n, v: _count(n, v, 0),
+    "pool_timeout": _positive,
+    "pool_recycle": _positive,
+    "pool_pre_ping": _flag,
+    "statement_timeout": _duration,
+    "command_timeout": _positive,
+    "search_path": lambda n, v: v,
+    "pgbouncer": _flag,
+    "sqlite_busy_timeout": _positive,
+}
+"""Connection settings taken as URL query parameters (``?pool_size=5``) and as keyword
+arguments of ``create_engine``/``from_url`` (which win), converted by these functions.
+See :func:`create_engine` for what each does."""
+
+DEFAULT_POOL_SIZE = 5
+DEFAULT_MAX_OVERFLOW = 5
+
+
+def split_settings(url: URL) -> tuple[URL, dict[str, Any]]:
+    """``url`` without this library's connection settings, and those settings.
+
+    Raises:
+        ValueError: a setting's value is not of its kind (naming it, password hidden).
+    """
+    query = dict(url.query)
+    settings: dict[str, Any] = {}
+    for name in SETTINGS.keys() & query.keys():
+        raw = query.pop(name)
+        value = raw[-1] if isinstance(raw, tuple) else raw
+        try:
+            settings[name] = SETTINGS[name](name, value)
+        except ValueError as exc:
+            raise ValueError(f"database URL {redact_url(url)!r}: {exc}") from None
+    return (url.set(query=query) if settings else url), settings
+
+
+def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
     """Create an :class:`AsyncEngine` for ``url`` configured by :func:`configure_engine`.
+
+    Connection settings come from the URL's query (``?pool_size=5&statement_timeout=30s``)
+    or, winning over it, from keyword arguments of the same names:
+
+    - ``pool_size`` (default 5), ``max_overflow`` (default 5): connections kept open,
+      and opened beyond them under load, per process and event loop (PostgreSQL);
+    - ``pool_timeout`` (seconds, default 30): how long a call waits for a connection
+      when all are in use, then fails with :class:`PoolTimeoutError`;
+    - ``pool_recycle`` (seconds, default never): replace connections older than this;
+    - ``pool_pre_ping`` (default false): test each connection before use (a closed
+      socket is always detected without it);
+    - ``statement_timeout`` (PostgreSQL; ``30s``, ``500ms`` or milliseconds): the
+      server cancels longer statements (the call fails with
+      :class:`DatabaseUnavailableError`); ``command_timeout`` (seconds): the client
+      gives up waiting for one;
+    - ``search_path`` (PostgreSQL): the schema(s) the tables live in, e.g. ``agents``;
+    - ``pgbouncer=true``: behind a pooler in transaction mode (PgBouncer, Supabase's,
+      many managed offerings): no prepared statements are reused and every statement
+      runs inside a transaction. Session settings (``search_path``,
+      ``statement_timeout``) do not pass through such a pooler: set them on the role
+      (``ALTER ROLE ... SET``);
+    - ``sqlite_busy_timeout`` (seconds, default 30): how long an SQLite writer waits
+      for the lock.
 
     Args:
         url: a database URL (normalised with the asyncio driver).
-        sqlite_busy_timeout: seconds an SQLite writer waits for the lock.
-        **kwargs: passed to :func:`sqlalchemy.ext.asyncio.create_async_engine`.
+        **kwargs: the settings above; anything else is passed to
+            :func:`sqlalchemy.ext.asyncio.create_async_engine`.
+
+    Raises:
+        ValueError: the URL or a setting is invalid, or the driver is not installed.
     """
-    normalized = normalize_url(url)
-    if normalized.get_backend_name() == "postgresql" and "poolclass" not in kwargs:
-        # Enough connections for an agent server's concurrent turns: past pool_size, each
-        # extra connection is opened and closed again per use.
-        kwargs.setdefault("pool_size", 20)
-        kwargs.setdefault("max_overflow", 20)
-    if normalized.get_backend_name() == "sqlite":
+    normalized, settings = split_settings(normalize_url(url))
+    settings.update({name: kwargs.pop(name) for name in SETTINGS.keys() & kwargs.keys()})
+    backend = normalized.get_backend_name()
+    if backend == "postgresql":
+        _postgres_options(settings, kwargs)
+    elif backend == "sqlite":
         database = normalized.database or ""
         if database and database != ":memory:" and not database.startswith("file:"):
             folder = Path(database).resolve().parent
@@ -361,22 +465,64 @@ def create_engine(
         # Every transaction of this library ends in COMMIT or ROLLBACK, so the pool's
         # extra ROLLBACK on check-in would only cost a trip to aiosqlite's thread.
         kwargs.setdefault("pool_reset_on_return", None)
+    for name in ("pool_timeout", "pool_recycle", "pool_pre_ping"):
+        if name in settings:
+            kwargs.setdefault(name, settings[name])
     try:
         engine = create_async_engine(normalized, **kwargs)
     except ModuleNotFoundError as exc:
-        extra = "postgres" if normalized.get_backend_name() == "postgresql" else "sqlite"
+        extra = "postgres" if backend == "postgresql" else "sqlite"
         raise ValueError(
             f"the {exc.name} driver for {redact_url(normalized)} is not installed: pip install"
             f" 'adk-sqlstore[{extra}]'"
         ) from exc
-    configure_engine(engine, sqlite_busy_timeout=sqlite_busy_timeout)
+    configure_engine(
+        engine,
+        sqlite_busy_timeout=settings.get("sqlite_busy_timeout", DEFAULT_SQLITE_BUSY_TIMEOUT),
+        pgbouncer=settings.get("pgbouncer", False),
+    )
     return engine
 
 
+def _postgres_options(settings: dict[str, Any], kwargs: dict[str, Any]) -> None:
+    """The engine and asyncpg arguments for PostgreSQL ``settings``."""
+    if "poolclass" not in kwargs:
+        kwargs.setdefault("pool_size", settings.get("pool_size", DEFAULT_POOL_SIZE))
+        kwargs.setdefault("max_overflow", settings.get("max_overflow", DEFAULT_MAX_OVERFLOW))
+    connect_args = kwargs.setdefault("connect_args", {})
+    server = connect_args.setdefault("server_settings", {})
+    if "statement_timeout" in settings:
+        server.setdefault("statement_timeout", settings["statement_timeout"])
+    if "search_path" in settings:
+        server.setdefault("search_path", settings["search_path"])
+    if "command_timeout" in settings:
+        connect_args.setdefault("command_timeout", settings["command_timeout"])
+    if settings.get("pgbouncer"):
+        # A transaction pooler hands each transaction to any server connection: a
+        # statement prepared on one is unknown to the next. asyncpg's own cache off,
+        # SQLAlchemy's too, and each statement prepared under a name of its own.
+        connect_args.setdefault("statement_cache_size", 0)
+        connect_args.setdefault("prepared_statement_cache_size", 0)
+        connect_args.setdefault(
+            "prepared_statement_name_func", lambda: f"__adk_sqlstore_{uuid.uuid4().hex}__"
+        )
+    if not server:
+        del connect_args["server_settings"]
+    if not connect_args:
+        del kwargs["connect_args"]
+
+
 def configure_engine(
-    engine: AsyncEngine, *, sqlite_busy_timeout: float = DEFAULT_SQLITE_BUSY_TIMEOUT
+    engine: AsyncEngine,
+    *,
+    sqlite_busy_timeout: float = DEFAULT_SQLITE_BUSY_TIMEOUT,
+    pgbouncer: bool = False,
 ) -> None:
     """Install this library's connection settings on ``engine`` (idempotent).
+
+    ``pgbouncer``: the engine reaches PostgreSQL through a pooler in transaction mode
+    (see :func:`create_engine`; the engine's asyncpg arguments must match): every
+    statement then runs inside a transaction (:func:`engine_views`).
 
     PostgreSQL: a pooled connection the server has closed (a restart, an idle
     timeout) is replaced when it is checked out, without a round trip: asyncpg knows
@@ -393,6 +539,7 @@ def configure_engine(
     if getattr(sync_engine, "_adk_sqlstore", False):
         return
     sync_engine._adk_sqlstore = True  # type: ignore[attr-defined]
+    sync_engine._adk_sqlstore_pgbouncer = pgbouncer  # type: ignore[attr-defined]
     if sync_engine.dialect.name == "postgresql":
 
         @event.listens_for(sync_engine, "checkout")
@@ -432,6 +579,199 @@ def configure_engine(
     def _on_begin(conn: Any) -> None:
         write = conn.get_execution_options().get(WRITE_OPTION, False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+# -- one engine, several event loops ------------------------------------------------------
+
+_LOOPS = "_adk_sqlstore_loops"  # per-engine state kept on the sync engine, never copied
+_VIEWS = "_adk_sqlstore_views"
+
+
+@dataclass
+class _Loops:
+    """Which event loop owns an engine's pool, and the twins made for other loops."""
+
+    home: weakref.ReferenceType[asyncio.AbstractEventLoop] | None = None
+    twins: dict[asyncio.AbstractEventLoop, AsyncEngine] = field(default_factory=dict)
+    closers: dict[asyncio.AbstractEventLoop, AsyncGenerator[None, None]] = field(
+        default_factory=dict
+    )
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _twin(engine: AsyncEngine) -> AsyncEngine:
+    """``engine`` with a pool of its own: same URL, settings, listeners and caches."""
+    sync = copy.copy(engine.sync_engine)
+    for name in (_LOOPS, _VIEWS):
+        sync.__dict__.pop(name, None)
+    sync.pool = engine.sync_engine.pool.recreate()  # PoolEvents listeners come along
+    return AsyncEngine(sync)
+
+
+def _close_when_loop_ends(
+    state: _Loops, loop: asyncio.AbstractEventLoop, engine: AsyncEngine, home: bool
+) -> None:
+    """Close ``engine``'s pooled connections while ``loop`` shuts down.
+
+    ``asyncio.run`` (and ``asyncio.Runner``) end by finalizing the loop's async
+    generators, while the loop still runs: an async generator started here, and kept
+    alive in ``state``, closes the pool in its ``finally``. The next loop then finds no
+    connection of a dead loop. (A loop closed without that step, ``loop.close()``
+    alone, leaves its connections to the garbage collector.)
+    """
+
+    async def closer() -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            # Closed first, released after: until then other loops keep off this pool.
+            await engine.dispose()
+            with state.lock:
+                state.closers.pop(loop, None)
+                if home:
+                    state.home = None
+                else:
+                    state.twins.pop(loop, None)
+
+    generator = closer()
+    first = generator.__anext__()  # registers the generator with the running loop
+    with contextlib.suppress(StopIteration):
+        first.send(None)  # runs it to its yield, without awaiting anything
+    state.closers[loop] = generator
+
+
+def engine_for_loop(engine: AsyncEngine) -> AsyncEngine:
+    """``engine``, or its twin for the running event loop.
+
+    asyncpg connections belong to the event loop they were opened in, so a pool shared
+    by two loops (a second ``asyncio.run``, a thread with a loop of its own, a notebook,
+    a Celery task) hands connections across them and fails. The first loop that uses a
+    PostgreSQL engine keeps it; each other running loop gets a twin with the same
+    settings and listeners and a pool of its own. When a loop shuts down (the end of
+    ``asyncio.run``), the connections pooled for it are closed, and its engine serves
+    the next loop. aiosqlite connections work from any loop: SQLite engines are
+    returned as they are.
+    """
+    if engine.dialect.driver != "asyncpg":
+        return engine
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # no loop running: nothing to choose between
+        return engine
+    sync = engine.sync_engine
+    state: _Loops = sync.__dict__.setdefault(_LOOPS, _Loops())
+    with state.lock:
+        home = state.home() if state.home is not None else None
+        if home is loop:
+            return engine
+        for other in [other for other in state.twins if other.is_closed()]:
+            state.closers.pop(other, None)
+            state.twins.pop(other).sync_engine.dispose(close=False)
+        twin = state.twins.get(loop)
+        if twin is not None:
+            return twin
+        if home is None or home.is_closed():
+            if home is not None:  # closed without finalizing: let its connections go
+                state.closers.pop(home, None)
+                sync.dispose(close=False)
+            state.home = weakref.ref(loop)
+            _close_when_loop_ends(state, loop, engine, home=True)
+            return engine
+        twin = state.twins[loop] = _twin(engine)
+        _close_when_loop_ends(state, loop, twin, home=False)
+        return twin
+
+
+async def dispose_engine(engine: AsyncEngine) -> None:
+    """Close ``engine``'s pooled connections and those of its twins for other event
+    loops (:func:`engine_for_loop`); a twin whose loop is not the running one is let go
+    instead (its connections cannot be closed from here)."""
+    state: _Loops | None = engine.sync_engine.__dict__.get(_LOOPS)
+    current = engine_for_loop(engine)
+    for twin in list(state.twins.values()) if state else []:
+        if twin is current:
+            await twin.dispose()
+        else:
+            twin.sync_engine.dispose(close=False)
+    if state is not None:
+        state.twins.clear()
+    if current is engine:
+        await engine.dispose()
+    else:
+        engine.sync_engine.dispose(close=False)
+
+
+@dataclass(frozen=True)
+class EngineViews:
+    """The ways this library uses one engine (all share its pool).
+
+    Attributes:
+        write: transactions that write (SQLite: ``BEGIN IMMEDIATE``).
+        read: read transactions (PostgreSQL: read-only, repeatable read: one snapshot).
+        direct: the hot paths' connection outside any transaction (PostgreSQL
+            AUTOCOMMIT: one statement is one atomic round trip; SQLite: the statements
+            run in aiosqlite's thread, which begins and commits itself). Behind a
+            transaction pooler it is ``write`` (see ``direct_begins``).
+        direct_begins: whether ``direct`` connections must be used inside
+            ``engine.begin()`` (a transaction pooler) rather than ``connect()``.
+    """
+
+    write: AsyncEngine
+    read: AsyncEngine
+    direct: AsyncEngine
+    direct_begins: bool
+
+
+def engine_views(engine: AsyncEngine) -> EngineViews:
+    """The :class:`EngineViews` of ``engine`` for the running event loop (see
+    :func:`engine_for_loop`), made once per engine and loop."""
+    current = engine_for_loop(engine)
+    views: EngineViews | None = current.sync_engine.__dict__.get(_VIEWS)
+    if views is None:
+        write = current.execution_options(**{WRITE_OPTION: True})
+        if current.dialect.name != "postgresql":
+            views = EngineViews(write=write, read=current, direct=current, direct_begins=False)
+        elif getattr(current.sync_engine, "_adk_sqlstore_pgbouncer", False):
+            read = current.execution_options(
+                isolation_level="REPEATABLE READ", postgresql_readonly=True
+            )
+            views = EngineViews(write=write, read=read, direct=write, direct_begins=True)
+        else:
+            read = current.execution_options(
+                isolation_level="REPEATABLE READ", postgresql_readonly=True
+            )
+            direct = current.execution_options(isolation_level="AUTOCOMMIT")
+            views = EngineViews(write=write, read=read, direct=direct, direct_begins=False)
+        current.sync_engine.__dict__[_VIEWS] = views
+    return views
+
+
+_DRIVER_PACKAGES = frozenset({"asyncpg", "aiosqlite", "sqlite3"})
+
+
+def driver_error(engine: AsyncEngine, exc: BaseException) -> DatabaseUnavailableError | None:
+    """The typed error for a database, network or connection-pool failure of ``engine``
+    (``None`` when ``exc`` is none of those: a bug to let through).
+
+    Covers SQLAlchemy's driver errors, OS and network errors (refused, reset, broken
+    pipe, timeouts), the drivers' own exceptions when they escape SQLAlchemy's wrapping
+    (as some connect errors do with SQLAlchemy 2.0.x), and a pool that stayed full for
+    ``pool_timeout`` seconds (:class:`PoolTimeoutError`).
+    """
+    if isinstance(exc, PoolTimeout):
+        pool: Any = engine.sync_engine.pool  # a QueuePool: only it can time out
+        size = f"pool_size {pool.size()} + max_overflow {pool._max_overflow}"
+        timeout = pool.timeout()
+        return PoolTimeoutError(
+            f"no database connection became free within pool_timeout ({timeout} s) on"
+            f" {redact_url(engine.url)}: all {size} were in use; raise pool_size or"
+            " max_overflow (URL parameters or keyword arguments), or pool_timeout"
+        )
+    if isinstance(exc, (DBAPIError, OSError, DisconnectionError)) or (
+        type(exc).__module__.partition(".")[0] in _DRIVER_PACKAGES
+    ):
+        return database_error(engine.url, exc)
+    return None
 
 
 def database_error(url: str | URL, exc: BaseException) -> DatabaseUnavailableError:

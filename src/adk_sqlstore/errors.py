@@ -93,3 +93,8 @@ class DatabaseUnavailableError(AdkSqlStoreError):
 
     The original driver error is chained as ``__cause__``.
     """
+
+
+class PoolTimeoutError(DatabaseUnavailableError):
+    """Every pooled connection stayed in use for ``pool_timeout`` seconds: the call gave
+    up waiting for one (raise ``pool_size``/``max_overflow``, or find what holds them)."""

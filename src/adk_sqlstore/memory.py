@@ -38,11 +38,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import queries
 from .dialect import search_memories
-from .engine import ClosedOnExit, create_engine, resolve_url
+from .engine import ClosedOnExit
 from .errors import AdkSqlStoreError, DatabaseUnavailableError, SessionNotFoundError
 from .models import Content, MemoryEntry, Part, SearchMemoryResponse
 from .redaction import Redactor, build_filter
-from .sessions import AUTO_MIGRATE_MARK, SqlSessionService, write_completes
+from .sessions import SqlSessionService, write_completes
 from .text import indexed_text, search_scope, text_of, token_count, valid_unicode
 from .validation import check_identifier, check_json_value, check_text_field, check_timestamp
 
@@ -145,12 +145,12 @@ class SqlMemoryService(ClosedOnExit):
     ) -> Self:
         """Create a service with its own engine; the URL resolves as for
         :meth:`SqlSessionService.from_url`."""
-        target = resolve_url(url)
-        engine = create_engine(target.url, **engine_kwargs)
-        auto = target.migrates_itself if auto_migrate is None else auto_migrate
-        setattr(engine.sync_engine, AUTO_MIGRATE_MARK, auto)
+        sessions = SqlSessionService.from_url(url, auto_migrate=auto_migrate, **engine_kwargs)
         service = cls(
-            engine, redactors=redactors, mask_card_numbers=mask_card_numbers, auto_migrate=auto
+            sessions.engine,
+            redactors=redactors,
+            mask_card_numbers=mask_card_numbers,
+            sessions=sessions,
         )
         service._owns_engine = True
         return service
@@ -168,7 +168,7 @@ class SqlMemoryService(ClosedOnExit):
     async def close(self) -> None:
         """Dispose of the engine if this service created it."""
         if self._owns_engine:
-            await self.engine.dispose()
+            await self._sessions.close()
 
     # -- building rows ------------------------------------------------------------
 

@@ -24,6 +24,7 @@ import logging
 import math
 import time
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, Self, TypeVar
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from . import queries
@@ -45,11 +46,14 @@ from .dialect import (
     purge_deleted_text,
 )
 from .engine import (
-    WRITE_OPTION,
     ClosedOnExit,
     configure_engine,
     create_engine,
     database_error,
+    dispose_engine,
+    driver_error,
+    engine_for_loop,
+    engine_views,
     resolve_url,
 )
 from .errors import (
@@ -260,17 +264,10 @@ class SqlSessionService(ClosedOnExit):
         self._auto_migrate = auto_migrate
         self._ready = False
         self._schema_reported = False
-        self._ready_lock = asyncio.Lock()
-        self._write_engine = engine.execution_options(**{WRITE_OPTION: True})
-        if engine.dialect.name == "postgresql":
-            # One snapshot for every statement of a read (session row, state, events).
-            self._read_engine = engine.execution_options(
-                isolation_level="REPEATABLE READ", postgresql_readonly=True
-            )
-            self._direct_engine = engine.execution_options(isolation_level="AUTOCOMMIT")
-        else:
-            self._read_engine = engine  # SQLite: the BEGIN of a read takes a snapshot
-            self._direct_engine = engine
+        # One per event loop: an asyncio.Lock belongs to the loop that first waits on it.
+        self._ready_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
         self._events_adapter: TypeAdapter[list[Any]] = (
             _EVENT_LIST if self.event_model is Event else TypeAdapter(list[self.event_model])  # type: ignore[name-defined]
         )
@@ -324,8 +321,10 @@ class SqlSessionService(ClosedOnExit):
 
     @property
     def engine(self) -> AsyncEngine:
-        """The engine this service runs on."""
-        return self._engine
+        """The engine this service runs on, for the running event loop: a service may be
+        used from several loops (``asyncio.run`` twice, threads with loops of their
+        own), each with a pool of its own (see :func:`adk_sqlstore.engine.engine_for_loop`)."""
+        return engine_for_loop(self._engine)
 
     @property
     def auto_migrate(self) -> bool:
@@ -333,9 +332,10 @@ class SqlSessionService(ClosedOnExit):
         return self._auto_migrate
 
     async def close(self) -> None:
-        """Dispose of the engine if this service created it (``from_url``)."""
+        """Dispose of the engine if this service created it (``from_url``), with the
+        pools made for other event loops."""
         if self._owns_engine:
-            await self._engine.dispose()
+            await dispose_engine(self._engine)
 
     # -- transactions -------------------------------------------------------------
 
@@ -350,14 +350,15 @@ class SqlSessionService(ClosedOnExit):
         """
         if self._ready:
             return
-        async with self._ready_lock:
+        lock = self._ready_locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+        async with lock:
             if self._ready:
                 return
             try:
                 async with self._database_errors(integrity_errors=False):
                     if self._auto_migrate:
-                        await upgrade(self._engine)
-                    await check_schema(self._engine)
+                        await upgrade(self.engine)
+                    await check_schema(self.engine)
             except SchemaNotMigratedError as exc:
                 if not self._schema_reported:  # one line, not one per request of a server
                     self._schema_reported = True
@@ -378,8 +379,11 @@ class SqlSessionService(ClosedOnExit):
             if integrity_errors:
                 raise
             raise database_error(self._engine.url, exc) from exc
-        except (DBAPIError, OSError) as exc:
-            raise database_error(self._engine.url, exc) from exc
+        except Exception as exc:
+            typed = driver_error(self._engine, exc)
+            if typed is None:
+                raise
+            raise typed from exc
 
     @asynccontextmanager
     async def _direct(self) -> AsyncIterator[AsyncConnection]:
@@ -387,7 +391,11 @@ class SqlSessionService(ClosedOnExit):
         :mod:`adk_sqlstore.dialect`: one atomic statement on PostgreSQL (AUTOCOMMIT), one
         transaction in aiosqlite's thread on SQLite."""
         await self.ensure_schema()
-        async with self._database_errors(), self._direct_engine.connect() as conn:
+        views = engine_views(self._engine)
+        async with (
+            self._database_errors(),
+            views.direct.begin() if views.direct_begins else views.direct.connect() as conn,
+        ):
             yield conn
 
     @asynccontextmanager
@@ -395,7 +403,8 @@ class SqlSessionService(ClosedOnExit):
         """One transaction: ``BEGIN IMMEDIATE`` on SQLite for writes, a read-only
         repeatable-read snapshot on PostgreSQL for reads. Rolled back on any error."""
         await self.ensure_schema()
-        engine = self._write_engine if write else self._read_engine
+        views = engine_views(self._engine)
+        engine = views.write if write else views.read
         async with self._database_errors(), engine.begin() as conn:
             yield conn
 
