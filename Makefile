@@ -28,11 +28,14 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed-dev
 	$(BIN)/pytest -n auto -m "not soak"
 
-# The password has characters URLs must escape: the suite must run against any server.
+# Then the PostgreSQL tests twice more: against a throwaway server whose password has
+# characters URLs must escape (the suite runs against any server), and behind PgBouncer
+# in transaction mode (the store runs behind poolers).
 test-all: $(VENV)/.installed-dev
 	$(BIN)/pytest -n auto
 	$(BIN)/python -m tests.pg_cluster --password 'p@ss w:rd/é' -- \
 		$(BIN)/pytest -n auto -m "postgres and not soak" -p no:cacheprovider
+	ADK_SQLSTORE_TEST_PGBOUNCER=1 $(BIN)/pytest -n auto -m "postgres and not soak" -p no:cacheprovider
 
 bench: $(VENV)/.installed-dev  # the full run behind benchmarks/RESULTS.md (about 20 min)
 	$(BIN)/python -m benchmarks run --size full --markdown benchmarks/RESULTS.md

@@ -36,7 +36,7 @@ from adk_sqlstore.engine import create_engine
 from adk_sqlstore.migration import upgrade
 from adk_sqlstore.schema import metadata
 
-from .pg_cluster import ClusterUnavailable, ThrowawayCluster
+from .pg_cluster import ClusterUnavailable, Pgbouncer, ThrowawayCluster
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -44,6 +44,7 @@ PG_ADMIN_URL = os.environ.get(
     "ADK_SQLSTORE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+VIA_PGBOUNCER = os.environ.get("ADK_SQLSTORE_TEST_PGBOUNCER", "").lower() in ("1", "true", "yes")
 
 T = TypeVar("T")
 
@@ -84,6 +85,12 @@ def pg_url(**parts: Any) -> str:
     ``password``, ...), password kept: for a database that does not exist, a user
     that does not exist, a wrong password, all on the server the suite was given."""
     return make_url(PG_ADMIN_URL).set(**parts).render_as_string(hide_password=False)
+
+
+def with_query(url: str, **params: str) -> str:
+    """``url`` with query parameters added (after those it has)."""
+    added = "&".join(f"{k}={v}" for k, v in params.items())
+    return f"{url}{'&' if '?' in url else '?'}{added}"
 
 
 def pg_address() -> str:
@@ -188,11 +195,36 @@ def sqlite_url(sqlite_template: Path, tmp_path: Path) -> str:
     return f"sqlite:///{path}"
 
 
+@pytest.fixture(scope="session")
+def pgbouncer(postgres_server: str) -> Iterator[Pgbouncer]:
+    """PgBouncer in transaction mode in front of the test server (one per test
+    process), or skip (a failure under CI=true) where it is not installed."""
+    try:
+        bouncer = Pgbouncer(postgres_server)
+    except ClusterUnavailable as exc:
+        if IN_CI:
+            pytest.fail(f"CI=true but {exc}")
+        pytest.skip(str(exc))
+    with bouncer:
+        yield bouncer
+
+
+@pytest.fixture(scope="session")
+def postgres_store_url(request: pytest.FixtureRequest, postgres_test_db: str) -> str:
+    """The URL the store is given for the run's database: direct, or through PgBouncer
+    in transaction mode when ``ADK_SQLSTORE_TEST_PGBOUNCER=1`` (then every test on
+    ``db_url``/``postgres_url``, the contract suite, runs behind the pooler)."""
+    if not VIA_PGBOUNCER:
+        return postgres_test_db
+    bouncer: Pgbouncer = request.getfixturevalue("pgbouncer")
+    return bouncer.url(postgres_test_db)
+
+
 @pytest.fixture
-def postgres_url(postgres_test_db: str) -> str:
+def postgres_url(postgres_test_db: str, postgres_store_url: str) -> str:
     """The run's migrated PostgreSQL database, emptied for this test."""
     run_sync(_truncate(postgres_test_db))
-    return postgres_test_db
+    return postgres_store_url
 
 
 @pytest.fixture

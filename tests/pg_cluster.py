@@ -17,20 +17,23 @@ server's admin URL, then removes the server and exits with the command's status.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from types import TracebackType
 from typing import Self
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-__all__ = ["ClusterUnavailable", "ThrowawayCluster", "server_binaries"]
+__all__ = ["ClusterUnavailable", "Pgbouncer", "ThrowawayCluster", "server_binaries"]
 
 
 class ClusterUnavailable(RuntimeError):
@@ -188,6 +191,110 @@ class ThrowawayCluster:
         """The superuser's URL of ``database`` on this server (password included)."""
         secret = "" if self.password is None else ":" + quote(self.password, safe="")
         return f"postgresql://postgres{secret}@127.0.0.1:{self.port}/{database}"
+
+
+class Pgbouncer:
+    """PgBouncer in transaction mode on a free port of 127.0.0.1, in front of the
+    PostgreSQL server of ``server_url`` (its user and password are those of the URL).
+    Its folder (config, log, pid) is temporary; :meth:`remove` stops it.
+
+    Raises:
+        ClusterUnavailable: the ``pgbouncer`` program is not installed (Debian: apt
+            install pgbouncer).
+    """
+
+    def __init__(self, server_url: str, *, pool_size: int = 20) -> None:
+        program = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+        if not Path(program).is_file():
+            raise ClusterUnavailable(
+                "pgbouncer is not installed: install it (Debian: apt install pgbouncer) to"
+                " run the tests behind a pooler in transaction mode"
+            )
+        server = urlsplit(server_url)
+        self.user = unquote(server.username or "postgres")
+        self.password = unquote(server.password) if server.password else None
+        self.folder = Path(tempfile.mkdtemp(prefix="adk-sqlstore-pgbouncer-"))
+        self.port = _free_port()
+        self.config = self.folder / "pgbouncer.ini"
+        auth = "scram-sha-256" if self.password is not None else "trust"
+        secret = (self.password or "").replace('"', '""')
+        (self.folder / "users.txt").write_text(f'"{self.user}" "{secret}"\n')
+        self.config.write_text(
+            "[databases]\n"
+            f"* = host={server.hostname or '127.0.0.1'} port={server.port or 5432}\n"
+            "[pgbouncer]\n"
+            f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
+            f"auth_type = {auth}\nauth_file = {self.folder / 'users.txt'}\n"
+            "pool_mode = transaction\n"
+            f"default_pool_size = {pool_size}\nmax_client_conn = 2000\n"
+            f"logfile = {self.folder / 'pgbouncer.log'}\n"
+            f"pidfile = {self.folder / 'pgbouncer.pid'}\n"
+        )
+        self._run_as: list[str] = []
+        if os.geteuid() == 0:  # pgbouncer refuses to run as root
+            owner = pwd.getpwnam("postgres")
+            for path in (self.folder, *self.folder.iterdir()):
+                os.chown(path, owner.pw_uid, owner.pw_gid)
+            self._run_as = ["runuser", "-u", "postgres", "--"]
+        self.program = program
+
+    def start(self) -> Self:
+        done = subprocess.run(
+            [*self._run_as, self.program, "-d", str(self.config)],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"pgbouncer did not start: {done.stderr}{self.log()}")
+        deadline = time.monotonic() + 30
+        while True:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return self
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"pgbouncer did not listen on {self.port}: {self.log()}")
+            time.sleep(0.05)
+
+    def log(self) -> str:
+        path = self.folder / "pgbouncer.log"
+        return path.read_text(errors="replace")[-2000:] if path.exists() else ""
+
+    def url(self, database_url: str) -> str:
+        """``database_url`` (a database on the server) reached through this pooler, with
+        ``pgbouncer=true`` for adk-sqlstore."""
+        parts = urlsplit(database_url)
+        userinfo = parts.netloc.rpartition("@")[0]
+        netloc = f"{userinfo}@127.0.0.1:{self.port}" if userinfo else f"127.0.0.1:{self.port}"
+        query = "&".join(q for q in (parts.query, "pgbouncer=true") if q)
+        return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+    def remove(self) -> None:
+        pidfile = self.folder / "pgbouncer.pid"
+        if pidfile.exists():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pidfile.read_text().strip()), signal.SIGINT)
+            deadline = time.monotonic() + 10
+            while pidfile.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        try:
+            return self.start()
+        except BaseException:
+            self.remove()
+            raise
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.remove()
 
 
 def main(argv: list[str] | None = None) -> int:

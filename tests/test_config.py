@@ -24,7 +24,7 @@ from adk_sqlstore.engine import (
 )
 from adk_sqlstore.migration import HEAD_REVISION, current_revision
 
-from .conftest import pg_url, run_sync
+from .conftest import pg_url, run_sync, with_query
 
 
 def test_plain_urls_are_mapped_to_asyncio_drivers() -> None:
@@ -74,7 +74,7 @@ def test_libpq_sslmode_is_passed_to_asyncpg_as_ssl() -> None:
 @pytest.mark.postgres
 async def test_sslmode_disable_connects(postgres_url: str) -> None:
     async with SqlSessionService.from_url(
-        postgres_url + "?sslmode=disable", auto_migrate=True
+        with_query(postgres_url, sslmode="disable"), auto_migrate=True
     ) as s:
         assert await s.list_sessions(app_name="a") is not None
 
@@ -211,10 +211,10 @@ def _spellings(db_url: str) -> list[str]:
     """Every way the product accepts to write the URL of one database."""
     plain = make_url(db_url)
     scheme, rest = db_url.split("://", 1)
-    forms = [db_url, f"sqlstore+{db_url}", f"{db_url}?auto_migrate=false"]
+    forms = [db_url, f"sqlstore+{db_url}", with_query(db_url, auto_migrate="false")]
     if plain.get_backend_name() == "postgresql":
         forms += [f"postgres://{rest}", f"postgresql+asyncpg://{rest}"]
-        forms += [f"sqlstore+postgres://{rest}?auto_migrate=false"]
+        forms += [with_query(f"sqlstore+postgres://{rest}", auto_migrate="false")]
     else:
         forms += [f"sqlite+aiosqlite://{rest}", f"sqlstore+sqlite+aiosqlite://{rest}"]
     assert scheme in ("postgresql", "sqlite")

@@ -93,8 +93,9 @@ def test_one_service_from_asyncio_run_twice_and_from_threads(db_url: str, classe
     assert asyncio.run(everything()) == sorted(
         ["first-run", "second-run", *(f"thread-{n}" for n in range(4))]
     )
-    if make_url(db_url).get_backend_name() == "postgresql":
+    if make_url(db_url).get_backend_name() == "postgresql" and "pgbouncer" not in db_url:
         # Each loop's connections were closed as its asyncio.run ended: none is left
         # open to the server (a connection of a dead loop cannot be closed later).
+        # (Behind PgBouncer, the pooler keeps server connections open by design.)
         assert run_sync(_server_connections(db_url)) == 0
     asyncio.run(sessions.close())
