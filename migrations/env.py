@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection
 
 from adk_sqlstore.engine import WRITE_OPTION, create_engine, resolve_url
 from adk_sqlstore.migration import MIGRATION_LOCK
-from adk_sqlstore.schema import ALEMBIC_VERSION_TABLE, metadata
+from adk_sqlstore.schema import ALEMBIC_VERSION_TABLE, include_object, metadata
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logging", True):
@@ -30,6 +30,7 @@ def _configure(connection: Connection) -> None:
         version_table=ALEMBIC_VERSION_TABLE,
         render_as_batch=True,
         compare_type=True,
+        include_object=include_object,  # this library's tables only (see its docstring)
         transaction_per_migration=False,
     )
 

@@ -17,7 +17,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
-from adk_sqlstore.engine import DATABASE_URL_ENV, create_engine
+from adk_sqlstore.engine import DATABASE_URL_ENV, create_engine, normalize_url
 from adk_sqlstore.migration import (
     HEAD_REVISION,
     current_revision,
@@ -25,14 +25,19 @@ from adk_sqlstore.migration import (
     migrations_path,
     upgrade,
 )
-from adk_sqlstore.schema import ALEMBIC_VERSION_TABLE, SEARCH_OBJECTS, metadata
+from adk_sqlstore.schema import ALEMBIC_VERSION_TABLE, include_object, metadata
 
 from .conftest import REPO, PostgresFactory, run_sync
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:alembic")
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite", marks=pytest.mark.sqlite),
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ]
+)
 def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """An empty database (no tables at all)."""
     if request.param == "sqlite":
@@ -41,31 +46,13 @@ def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return factory.create(migrate=False)
 
 
-def _declared_elsewhere(
-    obj: Any, name: str | None, kind: str, reflected: bool, compare_to: Any
-) -> bool:
-    """Leave out the dialect's full-text search objects (schema.SEARCH_OBJECTS), which
-    the migration adds on one dialect only; test_search_objects checks them."""
-    search = {
-        key: set().union(*(v[key] for v in SEARCH_OBJECTS.values()))
-        for key in ("tables", "indexes", "columns")
-    }
-    if kind == "table":
-        return not any(name == t or (name or "").startswith(t + "_") for t in search["tables"])
-    if kind == "index":
-        return name not in search["indexes"]
-    if kind == "column":
-        return (obj.table.name, name) not in search["columns"]
-    return True
-
-
 def _diff(conn: Connection) -> list[Any]:
     context = MigrationContext.configure(
         conn,
         opts={
             "compare_type": True,
             "version_table": ALEMBIC_VERSION_TABLE,
-            "include_object": _declared_elsewhere,
+            "include_object": include_object,
         },
     )
     return list(compare_metadata(context, metadata))
@@ -168,6 +155,54 @@ def test_alembic_upgrade_head_from_the_repository_root(empty_url: str) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert run_sync(_revision_of(empty_url)) == HEAD_REVISION
+
+
+def test_alembic_check_finds_no_drift_even_beside_adks_tables(empty_url: str) -> None:
+    """``alembic check`` from a checkout on a migrated database reports nothing to do,
+    also when ADK's DatabaseSessionService shares the database: autogenerate never
+    proposes dropping others' tables (migrations/env.py, schema.include_object)."""
+    pytest.importorskip("google.adk")
+    from google.adk.sessions import DatabaseSessionService
+
+    alembic = str(Path(sys.executable).with_name("alembic"))
+    env = _clean_env(**{DATABASE_URL_ENV: empty_url})
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [alembic, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+        )
+
+    assert run("upgrade", "head").returncode == 0
+    checked = run("check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "No new upgrade operations detected" in checked.stdout + checked.stderr
+
+    async def adk_tables() -> None:
+        adk_url = normalize_url(empty_url).render_as_string(hide_password=False)
+        service = DatabaseSessionService(db_url=adk_url)
+        try:
+            await service.create_session(app_name="a", user_id="u")  # makes its tables
+        finally:
+            await service.close()
+
+    run_sync(adk_tables())
+    checked = run("check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "remove_table" not in checked.stdout + checked.stderr
+
+
+def test_processes_migrating_at_once_report_what_each_did(empty_url: str) -> None:
+    """Four ``adk-sqlstore migrate`` at once on an empty database: one migrates (and
+    says so), the other three find it done."""
+    command = [sys.executable, "-m", "adk_sqlstore", "migrate", "--url", empty_url]
+    procs = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for _ in range(4)
+    ]
+    outputs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, outputs
+    assert sum(f"migrated from empty to {HEAD_REVISION}" in o for o in outputs) == 1, outputs
+    assert sum(f"already at revision {HEAD_REVISION}" in o for o in outputs) == 3, outputs
 
 
 async def _revision_of(url: str) -> str | None:

@@ -156,8 +156,7 @@ def migrate(url: UrlOption = None) -> None:
         target = resolve_url(url)
         engine = create_engine(target.url)
         try:
-            before = await migration.current_revision(engine)
-            await migration.upgrade(engine)
+            before = await migration.upgrade(engine)  # as found under the migration lock
             after = await migration.current_revision(engine)
         except (DBAPIError, OSError) as exc:
             raise database_error(target.url, exc) from exc

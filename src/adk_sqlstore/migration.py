@@ -98,7 +98,7 @@ async def current_revision(engine: AsyncEngine) -> str | None:
 MIGRATION_LOCK = 0x61646B73716C
 
 
-def _run_alembic(sync: Connection, operation: str, revision: str) -> None:
+def _run_alembic(sync: Connection, operation: str, revision: str) -> str | None:
     from alembic import command
     from alembic.util import CommandError
 
@@ -114,6 +114,7 @@ def _run_alembic(sync: Connection, operation: str, revision: str) -> None:
             getattr(command, operation)(_alembic_config(sync), revision)
     except CommandError as exc:
         raise MigrationError(f"cannot {operation} to {revision!r}: {exc}") from exc
+    return current
 
 
 def _newer_database(sync: Connection, current: str) -> SchemaNotMigratedError:
@@ -126,10 +127,16 @@ def _newer_database(sync: Connection, current: str) -> SchemaNotMigratedError:
     )
 
 
-async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
+async def upgrade(engine: AsyncEngine, revision: str = "head") -> str | None:
     """Upgrade the database to ``revision`` (default: the newest) in one transaction.
 
-    Concurrent upgrades of one PostgreSQL database wait for each other.
+    Concurrent upgrades of one database wait for each other (PostgreSQL: an advisory
+    lock; SQLite: the write lock); each but the first then finds nothing to do.
+
+    Returns:
+        The revision the database was at when this upgrade got the lock (``None``:
+        empty), so that of several processes migrating at once only the one that did
+        the work reports it.
 
     Raises:
         SchemaNotMigratedError: the database is newer than this library.
@@ -138,8 +145,9 @@ async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
     """
     async with engine.connect() as conn:
         conn = await conn.execution_options(**{WRITE_OPTION: True})
-        await conn.run_sync(_run_alembic, "upgrade", revision)
+        before = await conn.run_sync(_run_alembic, "upgrade", revision)
         await conn.commit()
+    return before
 
 
 async def downgrade(engine: AsyncEngine, revision: str) -> None:

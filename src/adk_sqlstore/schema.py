@@ -14,6 +14,8 @@ floats such as ``1e308``, and state must round-trip exactly.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -190,7 +192,7 @@ memory_ingestions = Table(
     PrimaryKeyConstraint("app_name", "user_id", "session_id"),
 )
 
-SEARCH_OBJECTS = {
+SEARCH_OBJECTS: dict[str, dict[str, set[Any]]] = {
     "postgresql": {
         "columns": {("sqlstore_memories", "search_vector")},
         "indexes": {"ix_sqlstore_memories_search"},
@@ -208,3 +210,33 @@ configuration) in a GIN index with ``search_scope`` (btree_gin, where it can be
 created); SQLite an external-content FTS5 table (Porter
 stemmer) kept in sync by triggers. They are not declared in ``metadata`` because they
 exist on one dialect only."""
+
+TABLE_PREFIX = "sqlstore_"
+"""Every table of this library starts with it: a database may hold others' tables too
+(ADK's ``sessions``, ``events``, ...)."""
+
+
+def include_object(obj: Any, name: str | None, kind: str, reflected: bool, compare_to: Any) -> bool:
+    """Alembic's ``include_object`` for this library (``migrations/env.py`` and the
+    migration tests): autogenerate and ``alembic check`` compare only this library's
+    own tables, leaving out
+
+    - tables of others that share the database (not prefixed ``sqlstore_``, such as
+      ADK's ``DatabaseSessionService`` tables): never proposed for dropping;
+    - the dialect's full-text search objects (:data:`SEARCH_OBJECTS`), which the
+      migration adds on one dialect only and which are not declared in ``metadata``.
+    """
+    search = {
+        key: set().union(*(v[key] for v in SEARCH_OBJECTS.values()))
+        for key in ("tables", "indexes", "columns")
+    }
+    if kind == "table":
+        table = name or ""
+        return table.startswith(TABLE_PREFIX) and not any(
+            table == t or table.startswith(t + "_") for t in search["tables"]
+        )
+    if kind == "index":
+        return name not in search["indexes"]
+    if kind == "column":
+        return (obj.table.name, name) not in search["columns"]
+    return True

@@ -6,8 +6,10 @@ types). Only JSON's own types pass: ``None``, ``bool``, ``int`` (any size), fini
 tuples, sets, bytes, datetimes, pydantic models and other objects are rejected with
 :class:`~adk_sqlstore.errors.InvalidStateError` naming the state key, as are strings
 with lone surrogates (not encodable as UTF-8) and nesting deeper than
-:data:`MAX_JSON_DEPTH`. Convert such values yourself (``model_dump()``, ISO strings)
-before putting them in state.
+:data:`MAX_JSON_DEPTH` (100) levels. Convert such values yourself (``model_dump()``, ISO
+strings) before putting them in state. State keys are non-empty strings of at most
+:data:`MAX_STATE_KEY_BYTES` (1,024) UTF-8 bytes; identifiers (app_name, user_id,
+session and event ids) at most :data:`MAX_IDENTIFIER_BYTES` (255).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ __all__ = [
     "DEFAULT_MAX_STATE_VALUE_BYTES",
     "MAX_IDENTIFIER_BYTES",
     "MAX_JSON_DEPTH",
+    "MAX_STATE_KEY_BYTES",
     "check_identifier",
     "check_state_delta",
     "dump_json_value",
@@ -40,8 +43,14 @@ read on every turn; ``max_state_value_bytes`` changes it)."""
 MAX_IDENTIFIER_BYTES = 255
 """Longest app_name, user_id, session id or event id, in UTF-8 bytes."""
 
+MAX_STATE_KEY_BYTES = 1024
+"""Longest state key, in UTF-8 bytes of the key as given (prefix included). Keys are
+part of the tables' primary keys; PostgreSQL's btree indexes take at most about 2,700
+bytes per row, so longer keys would fail there and not on SQLite: refused on both."""
+
 MAX_JSON_DEPTH = 100
-"""Deepest nesting of lists and dicts accepted in a state value."""
+"""Deepest nesting of lists and dicts accepted in a state value (a list in a dict is two
+levels)."""
 
 MAX_INT_DIGITS = 4000
 """Most decimal digits of an integer in a state value (Python converts at most 4,300)."""
@@ -93,15 +102,34 @@ def _check_str(key: str, text: str, where: str, kind: str = "state key") -> None
         raise _fail(key, f"{where} contains a lone surrogate (not valid Unicode)", kind) from None
 
 
+_SCOPE_PREFIXES = ("app:", "user:", "temp:")
+
+
 def check_state_key(key: object) -> str:
-    """Return ``key`` if it can be a state key (non-empty str, no NUL, valid Unicode)."""
+    """Return ``key`` if it can be a state key: a ``str``, not empty (nor only a scope
+    prefix such as ``"user:"``), without NUL or lone surrogates, of at most
+    :data:`MAX_STATE_KEY_BYTES` UTF-8 bytes.
+
+    Raises:
+        InvalidStateError: naming the key (cut short when long) and the rule.
+    """
     if not isinstance(key, str):
         raise InvalidStateError(f"state keys must be str, not {type(key).__name__}", key=repr(key))
     if not key:
         raise _fail(key, "the key is empty")
+    if key in _SCOPE_PREFIXES:
+        raise _fail(key, "the key is only a scope prefix: it names nothing")
     if "\x00" in key:
         raise _fail(key, "the key contains NUL (U+0000)")
     _check_str(key, key, "the key")
+    size = json_size(key)
+    if size > MAX_STATE_KEY_BYTES:
+        shown = key[:40] + "..."
+        raise InvalidStateError(
+            f"state key {shown!r} is {size:,} bytes long; the limit is {MAX_STATE_KEY_BYTES:,}"
+            " UTF-8 bytes (MAX_STATE_KEY_BYTES)",
+            key=key,
+        )
     return key
 
 
