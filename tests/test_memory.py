@@ -615,6 +615,75 @@ async def test_a_forgotten_users_words_are_gone_from_the_sqlite_file(sqlite_url:
     assert b"kumquat" in data
 
 
+def _file_bytes(path: Path) -> bytes:
+    """The database file with its write-ahead log and shared-memory file."""
+    return b"".join(f.read_bytes() for f in path.parent.glob(path.name + "*"))
+
+
+@pytest.mark.sqlite
+async def test_forget_user_beside_an_open_reader_returns_at_once_and_empties_the_wal(
+    sqlite_url: str,
+) -> None:
+    """Issue 11: forget_user waited the whole 30 s busy timeout while another connection
+    read, and the write-ahead log kept the text. Now: without a reader the text is gone
+    from every file when it returns; beside a reader of an older snapshot it returns
+    within 2 s, and the log is emptied by the service's next write once the read ends."""
+    import sqlite3
+    import time
+
+    path = Path(make_url(sqlite_url).database or "")
+    async with SqlSessionService.from_url(sqlite_url) as service:
+        memory = SqlMemoryService(service.engine)
+        for user in ("alone", "beside"):
+            for n in range(20):
+                s = await service.create_session(app_name=APP, user_id=user)
+                await service.append_event(s, turn(f"{user} keeps quorblex{n % 3} in gravnik"))
+                await memory.add_session_to_memory(s)
+        await memory.forget_user(app_name=APP, user_id="alone")  # no reader: gone at once
+        assert b"alone keeps" not in _file_bytes(path)
+
+        reader = sqlite3.connect(path)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM sqlstore_events").fetchall()  # holds a snapshot
+        started = time.monotonic()
+        await memory.forget_user(app_name=APP, user_id="beside")
+        assert time.monotonic() - started < 2.0
+        assert (await service.list_sessions(app_name=APP, user_id="beside")).sessions == []
+        reader.rollback()
+        reader.close()
+        await service.create_session(app_name=APP, user_id="someone")  # the next write
+        data = _file_bytes(path)
+        for word in (b"quorblex", b"gravnik", b"beside keeps"):
+            assert word not in data, word
+
+
+@pytest.mark.postgres
+async def test_forget_user_leaves_nothing_of_the_user_in_pg_stats(postgres_url: str) -> None:
+    """Issue 11: pg_stats listed the forgotten user's id and words (most common values
+    and elements) until the next ANALYZE; forget_user refreshes the statistics."""
+    async with SqlMemoryService.from_url(postgres_url) as memory:
+        for user, count in (("zvictimq", 300), ("other-a", 20), ("other-b", 20)):
+            words = "flumbrix quandolet" if user == "zvictimq" else "common lunch"
+            await memory.add_memory(
+                app_name=APP,
+                user_id=user,
+                memories=[
+                    MemoryEntry(content={"parts": [{"text": f"{words} {n}"}]}) for n in range(count)
+                ],
+            )
+        find = text(
+            "SELECT count(*) FROM pg_stats WHERE tablename LIKE 'sqlstore_%' AND ("
+            " coalesce(most_common_vals::text, '') || coalesce(most_common_elems::text, '')"
+            " || coalesce(histogram_bounds::text, '')) ~ '(zvictimq|flumbri|quandolet)'"
+        )
+        async with memory.engine.connect() as conn:
+            await conn.execute(text("ANALYZE sqlstore_memories, sqlstore_memory_stats"))
+            assert (await conn.execute(find)).scalar_one() > 0  # listed before
+        await memory.forget_user(app_name=APP, user_id="zvictimq")
+        async with memory.engine.connect() as conn:
+            assert (await conn.execute(find)).scalar_one() == 0
+
+
 async def test_forget_user_deletes_everything_of_that_user_only(
     service: SqlSessionService, memory: SqlMemoryService
 ) -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "is_unique_violation",
     "purge_deleted_text",
     "search_memories",
+    "truncate_wal",
     "upsert",
 ]
 
@@ -649,7 +650,36 @@ async def _in_sqlite_thread(conn: AsyncConnection, fn: Callable[..., T], *args: 
         raise DBAPIError.instance(fn.__name__, None, exc, sqlite3.Error) from exc
 
 
-def _sqlite_purge(db: sqlite3.Connection) -> None:
+WAL_PURGE_WAIT = 1.0
+"""Seconds ``forget_user`` waits for SQLite readers of an older snapshot to finish, so
+that the write-ahead log can be emptied (see :func:`purge_deleted_text`)."""
+
+# Tables whose PostgreSQL statistics (pg_stats: most common values and elements) name
+# users and their words; refreshed after a user is forgotten.
+_USER_TABLES = (
+    "sqlstore_sessions",
+    "sqlstore_events",
+    "sqlstore_session_state",
+    "sqlstore_user_state",
+    "sqlstore_memories",
+    "sqlstore_memory_stats",
+    "sqlstore_memory_ingestions",
+)
+
+
+def _sqlite_truncate_wal(db: sqlite3.Connection, wait: float) -> bool:
+    """Checkpoint the whole write-ahead log into the database and truncate it, waiting
+    at most ``wait`` seconds for readers of older snapshots; whether it was done."""
+    (previous,) = db.execute("PRAGMA busy_timeout").fetchone()
+    db.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
+    try:
+        busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    finally:
+        db.execute(f"PRAGMA busy_timeout = {int(previous)}")
+    return bool(busy == 0)
+
+
+def _sqlite_purge(db: sqlite3.Connection, wait: float) -> bool:
     db.execute("BEGIN IMMEDIATE")
     try:
         db.execute("INSERT INTO sqlstore_memories_fts(sqlstore_memories_fts) VALUES ('optimize')")
@@ -657,22 +687,43 @@ def _sqlite_purge(db: sqlite3.Connection) -> None:
     except BaseException:
         db.execute("ROLLBACK")
         raise
-    db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()  # best effort: readers may hold it
+    return _sqlite_truncate_wal(db, wait)
 
 
-async def purge_deleted_text(conn: AsyncConnection) -> None:
-    """Make deleted memory text unrecoverable from the file, where the database leaves
-    it behind (call after a user is forgotten; ``conn`` outside any transaction).
+async def purge_deleted_text(conn: AsyncConnection, *, wait: float = WAL_PURGE_WAIT) -> bool:
+    """Make deleted text unrecoverable where the database leaves it behind (after a
+    user is forgotten; ``conn`` outside any transaction).
 
     SQLite: FTS5 deletes only mark index entries until segments merge, so the index is
     merged ("optimize", which rewrites the whole index: 0.08 s for 100,000 short
-    memories on a 2-vCPU machine); with ``secure_delete`` on (every connection) the freed pages are
-    zeroed, and the write-ahead log is checkpointed and truncated when no reader holds
-    it. PostgreSQL: nothing here; deleted rows and index entries are removed by
-    (auto)VACUUM, as for any table.
+    memories on a 2-vCPU machine); with ``secure_delete`` on (every connection) the
+    freed pages are zeroed; then the write-ahead log, which still holds the pages as
+    they were, is checkpointed and truncated. A reader of an older snapshot (another
+    connection inside a read) still needs those pages: the log is emptied at once when
+    there is none, after up to ``wait`` seconds when one ends meanwhile, and otherwise
+    not now (``False``; call :func:`truncate_wal` again later).
+
+    PostgreSQL: the statistics of the user tables are refreshed (ANALYZE), so that
+    ``pg_stats`` no longer lists the user's id or words among the most common values;
+    the deleted rows themselves stay in the table files until (auto)VACUUM.
+
+    Returns:
+        Whether nothing of the deleted text is left in SQLite's write-ahead log (always
+        ``True`` on PostgreSQL).
     """
     if conn.dialect.name == "sqlite":
-        await _in_sqlite_thread(conn, _sqlite_purge)
+        return await _in_sqlite_thread(conn, _sqlite_purge, wait)
+    await conn.execute(text(f"ANALYZE {', '.join(_USER_TABLES)}"))
+    return True
+
+
+async def truncate_wal(conn: AsyncConnection, *, wait: float = 0.0) -> bool:
+    """SQLite: checkpoint and truncate the write-ahead log if no reader of an older
+    snapshot is left (waiting at most ``wait`` seconds); whether it was done. Other
+    databases: ``True``."""
+    if conn.dialect.name != "sqlite":
+        return True
+    return await _in_sqlite_thread(conn, _sqlite_truncate_wal, wait)
 
 
 async def append_row(conn: AsyncConnection, row: AppendRow) -> int | None:

@@ -44,6 +44,7 @@ from .dialect import (
     is_unique_violation,
     load_session_rows,
     purge_deleted_text,
+    truncate_wal,
 )
 from .engine import (
     ClosedOnExit,
@@ -58,6 +59,7 @@ from .engine import (
 )
 from .errors import (
     AlreadyExistsError,
+    DatabaseUnavailableError,
     InvalidEventError,
     InvalidStateError,
     SchemaNotMigratedError,
@@ -334,6 +336,9 @@ class SqlSessionService(ClosedOnExit):
     async def close(self) -> None:
         """Dispose of the engine if this service created it (``from_url``), with the
         pools made for other event loops."""
+        if self._wal_purge_pending:
+            with contextlib.suppress(DatabaseUnavailableError):
+                await self._retry_wal_purge()
         if self._owns_engine:
             await dispose_engine(self._engine)
 
@@ -407,6 +412,28 @@ class SqlSessionService(ClosedOnExit):
         engine = views.write if write else views.read
         async with self._database_errors(), engine.begin() as conn:
             yield conn
+        if write and self._wal_purge_pending:
+            await self._retry_wal_purge()
+
+    # Kept on the engine: every service on it (a memory service has a session service
+    # of its own) retries after its writes.
+    _WAL_PURGE = "_adk_sqlstore_wal_purge_pending"
+
+    @property
+    def _wal_purge_pending(self) -> bool:
+        """Whether forget_user could not empty SQLite's write-ahead log yet."""
+        return bool(self._engine.sync_engine.__dict__.get(self._WAL_PURGE, False))
+
+    @_wal_purge_pending.setter
+    def _wal_purge_pending(self, pending: bool) -> None:
+        self._engine.sync_engine.__dict__[self._WAL_PURGE] = pending
+
+    async def _retry_wal_purge(self) -> None:
+        """Empty SQLite's write-ahead log of text ``forget_user`` deleted, once no
+        reader of an older snapshot is left (no wait)."""
+        async with self._database_errors(), engine_views(self._engine).direct.connect() as conn:
+            if await truncate_wal(conn):
+                self._wal_purge_pending = False
 
     # -- sessions -----------------------------------------------------------------
 
@@ -683,9 +710,20 @@ class SqlSessionService(ClosedOnExit):
         every stored session, the memory index and any extracted facts." Removes the
         user's sessions with their events and session state, the user's state, and
         every memory (events and facts) with its index entries. App state and other
-        users' rows are untouched. On SQLite the deleted text is then purged from the
-        file too (see :func:`adk_sqlstore.dialect.purge_deleted_text`); on PostgreSQL
-        (auto)VACUUM removes the dead rows.
+        users' rows are untouched. The deleted text is then purged where the database
+        leaves copies (:func:`adk_sqlstore.dialect.purge_deleted_text`).
+
+        Where copies remain afterwards, and for how long:
+
+        - SQLite: the FTS index is merged and freed pages are zeroed, so the file holds
+          none of the text. The write-ahead log is emptied before this returns, unless
+          another connection is in the middle of a read of an older snapshot (which
+          still needs the old pages): then it waits up to 1 s for that read to end,
+          returns, logs a warning, and empties the log at this service's next write or
+          :meth:`close` (or SQLite's own next full checkpoint).
+        - PostgreSQL: the statistics of the user tables are refreshed (ANALYZE), so
+          ``pg_stats`` no longer holds the user's id or words; the deleted rows stay in
+          the table files (and the server's WAL) until (auto)VACUUM reuses the space.
 
         Returns:
             Rows deleted by kind: ``sessions``, ``events``, ``session_state_keys``,
@@ -696,9 +734,18 @@ class SqlSessionService(ClosedOnExit):
         check_identifier("user_id", user_id)
         async with self._transaction(write=True) as conn:
             counts = await queries.forget_user(conn, app_name=app_name, user_id=user_id)
-        if counts["memories"]:
+        if any(counts.values()):
             async with self._direct() as conn:
-                await purge_deleted_text(conn)
+                if not await purge_deleted_text(conn):
+                    self._wal_purge_pending = True
+                    logger.warning(
+                        "forget_user(%r, %r): another connection is reading an older"
+                        " snapshot of the SQLite file, so its write-ahead log keeps the"
+                        " forgotten text until that read ends; this service empties the"
+                        " log at its next write or close()",
+                        app_name,
+                        user_id,
+                    )
         return counts
 
     async def prune(
