@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from adk_sqlstore import (
+    DatabaseUnavailableError,
     Event,
     EventActions,
     PoolTimeoutError,
@@ -88,3 +89,56 @@ async def test_pool_settings_from_the_url_and_a_full_pool_fails_typed(postgres_u
     async with SqlSessionService.from_url(url, pool_size=3, max_overflow=2) as service:
         pool = service.engine.sync_engine.pool
         assert (pool.size(), pool._max_overflow) == (3, 2)
+
+
+# -- every failure typed, with a one-line reason --------------------------------------
+
+
+@pytest.mark.postgres
+async def test_a_connection_the_server_closes_mid_call_is_a_typed_error(postgres_url: str) -> None:
+    """Issue 11: a connection killed by idle_in_transaction_session_timeout surfaced as
+    a bare BrokenPipeError. A redactor slower than the timeout, run inside an
+    ingestion's transaction, gets it killed: DatabaseUnavailableError naming the likely
+    causes; the service carries on."""
+    import time
+
+    def slow(text: str) -> str:
+        time.sleep(0.6)
+        return text
+
+    timeout = {"server_settings": {"idle_in_transaction_session_timeout": "300"}}
+    async with SqlSessionService.from_url(postgres_url, connect_args=timeout) as service:
+        memory = SqlMemoryService(service.engine, redactors=[slow])
+        session = await service.create_session(app_name="idle", user_id="u1")
+        await service.append_event(session, _turn(1))
+        stale = await service.get_session(app_name="idle", user_id="u1", session_id=session.id)
+        await service.append_event(session, _turn(2))  # the ingestion reloads, in its transaction
+        with pytest.raises(DatabaseUnavailableError) as raised:
+            await memory.add_session_to_memory(stale)
+        message = str(raised.value)
+        assert "\n" not in message and "idle_in_transaction_session_timeout" in message
+        assert len((await service.list_sessions(app_name="idle")).sessions) == 1
+
+
+def test_ctrl_c_while_the_command_line_starts_is_one_line(tmp_path: Any) -> None:
+    """Ctrl-C at any point of ``adk-sqlstore``'s start (imports included) or run exits
+    without a traceback."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    command = [sys.executable, "-m", "adk_sqlstore", "sessions", "list", "--app", "a"]
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path)}
+    for delay in (0.02, 0.1, 0.3, 0.6):
+        process = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        time.sleep(delay)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+        assert "Traceback" not in out + err, (delay, err)
+        # 130: stopped by our handler; 1: click's "Aborted!"; 0 or -SIGINT: it had
+        # finished (the signal came during the interpreter's exit)
+        assert process.returncode in (0, 1, 130, -signal.SIGINT), (delay, err)

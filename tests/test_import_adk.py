@@ -8,6 +8,7 @@ import, what adk-sqlstore returns must equal what ADK's own service returns from
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sqlite3
 import time
@@ -412,7 +413,7 @@ def test_import_adk_refuses_the_pickled_schema_and_other_databases(
     tmp_path: Path, sqlite_url: str
 ) -> None:
     legacy = tmp_path / "legacy.db"
-    with sqlite3.connect(legacy) as conn:
+    with contextlib.closing(sqlite3.connect(legacy)) as conn, conn:
         conn.execute("CREATE TABLE sessions (app_name TEXT, user_id TEXT, id TEXT)")
         conn.execute("CREATE TABLE events (id TEXT, actions BLOB)")
     output = _refused(f"sqlite:///{legacy}", sqlite_url)
@@ -426,7 +427,7 @@ def test_import_adk_refuses_the_pickled_schema_and_other_databases(
 
     # SqliteSessionService's tables without its events.event_data: not that layout either.
     partial = tmp_path / "partial.db"
-    with sqlite3.connect(partial) as conn:
+    with contextlib.closing(sqlite3.connect(partial)) as conn, conn:
         conn.execute(
             "CREATE TABLE sessions (app_name, user_id, id, state, create_time, update_time)"
         )

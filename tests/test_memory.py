@@ -19,6 +19,7 @@ from sqlalchemy.engine import make_url
 
 from adk_sqlstore import (
     Event,
+    InvalidMemoryError,
     MemoryCheckpoint,
     MemoryEntry,
     Session,
@@ -682,6 +683,42 @@ async def test_forget_user_leaves_nothing_of_the_user_in_pg_stats(postgres_url: 
         await memory.forget_user(app_name=APP, user_id="zvictimq")
         async with memory.engine.connect() as conn:
             assert (await conn.execute(find)).scalar_one() == 0
+
+
+async def test_add_memory_takes_dicts_and_refuses_what_is_not_a_memory(
+    memory: SqlMemoryService,
+) -> None:
+    """Issue 11: plain dicts raised AttributeError. A dict of a MemoryEntry is taken;
+    anything else is InvalidMemoryError, and nothing of the call is written."""
+    await memory.add_memory(
+        app_name=APP,
+        user_id="u1",
+        memories=[{"content": {"parts": [{"text": "dict memory about kites"}]}}],
+    )
+    assert texts(await search(memory, "kites")) == ["dict memory about kites"]
+    for bad in (
+        ["just a string"],
+        [{"content": 42}],
+        [{"content": {"parts": [{"text": "stamped"}]}, "timestamp": "yesterday"}],
+        {"content": {"parts": [{"text": "not in a list"}]}},
+    ):
+        with pytest.raises(InvalidMemoryError) as raised:
+            await memory.add_memory(
+                app_name=APP,
+                user_id="u1",
+                memories=[MemoryEntry(content={"parts": [{"text": "kites first"}]}), *bad]
+                if isinstance(bad, list)
+                else bad,
+            )
+        assert "\n" not in str(raised.value)
+    assert texts(await search(memory, "kites")) == ["dict memory about kites"]
+    await memory.add_events_to_memory(
+        app_name=APP,
+        user_id="u1",
+        session_id="s1",
+        events=[{"author": "user", "content": {"parts": [{"text": "event dict kites"}]}}],
+    )
+    assert "event dict kites" in texts(await search(memory, "kites"))
 
 
 async def test_forget_user_deletes_everything_of_that_user_only(

@@ -7,33 +7,73 @@ embedded SQLite file (aiosqlite)::
 
     async with SqlSessionService.from_url("postgresql://localhost/agents") as sessions:
         session = await sessions.create_session(app_name="lunch-app", user_id="user-17")
+
+The names below are imported on first use (PEP 562), so that importing a submodule,
+such as the command line's entry point, stays cheap.
 """
 
-from .errors import (
-    AdkSqlStoreError,
-    AlreadyExistsError,
-    DatabaseUnavailableError,
-    InvalidEventError,
-    InvalidIdentifierError,
-    InvalidStateError,
-    PoolTimeoutError,
-    SchemaNotMigratedError,
-    SessionNotFoundError,
-    StaleSessionError,
-)
-from .memory import IngestReport, MemoryCheckpoint, SqlMemoryService
-from .models import (
-    Content,
-    Event,
-    EventActions,
-    GetSessionConfig,
-    ListSessionsResponse,
-    MemoryEntry,
-    Part,
-    SearchMemoryResponse,
-    Session,
-)
-from .sessions import PruneReport, SqlSessionService
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .errors import (
+        AdkSqlStoreError,
+        AlreadyExistsError,
+        DatabaseUnavailableError,
+        InvalidEventError,
+        InvalidIdentifierError,
+        InvalidMemoryError,
+        InvalidStateError,
+        PoolTimeoutError,
+        SchemaNotMigratedError,
+        SessionNotFoundError,
+        StaleSessionError,
+    )
+    from .memory import IngestReport, MemoryCheckpoint, SqlMemoryService
+    from .models import (
+        Content,
+        Event,
+        EventActions,
+        GetSessionConfig,
+        ListSessionsResponse,
+        MemoryEntry,
+        Part,
+        SearchMemoryResponse,
+        Session,
+    )
+    from .sessions import PruneReport, SqlSessionService
+
+_HOMES = {
+    "errors": [
+        "AdkSqlStoreError",
+        "AlreadyExistsError",
+        "DatabaseUnavailableError",
+        "InvalidEventError",
+        "InvalidIdentifierError",
+        "InvalidMemoryError",
+        "InvalidStateError",
+        "PoolTimeoutError",
+        "SchemaNotMigratedError",
+        "SessionNotFoundError",
+        "StaleSessionError",
+    ],
+    "memory": ["IngestReport", "MemoryCheckpoint", "SqlMemoryService"],
+    "models": [
+        "Content",
+        "Event",
+        "EventActions",
+        "GetSessionConfig",
+        "ListSessionsResponse",
+        "MemoryEntry",
+        "Part",
+        "SearchMemoryResponse",
+        "Session",
+    ],
+    "sessions": ["PruneReport", "SqlSessionService"],
+}
+_MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "AdkSqlStoreError",
@@ -46,6 +86,7 @@ __all__ = [
     "IngestReport",
     "InvalidEventError",
     "InvalidIdentifierError",
+    "InvalidMemoryError",
     "InvalidStateError",
     "ListSessionsResponse",
     "MemoryCheckpoint",
@@ -63,3 +104,16 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'adk_sqlstore' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # the next access is a plain lookup
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

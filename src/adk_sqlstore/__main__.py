@@ -1,5 +1,5 @@
 """``python -m adk_sqlstore``: the same as the ``adk-sqlstore`` command."""
 
-from .cli import main
+from ._entry import main
 
 main()

@@ -26,10 +26,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 from rich.text import Text
-from sqlalchemy.exc import DBAPIError
 
 from . import migration
-from .engine import create_engine, database_error, redact_url, resolve_url, sqlite_path
+from .engine import (
+    create_engine,
+    database_errors,
+    driver_error,
+    redact_url,
+    resolve_url,
+    sqlite_path,
+)
 from .errors import AdkSqlStoreError, SchemaNotMigratedError, SessionNotFoundError
 from .memory import IngestReport, SqlMemoryService
 from .models import Event, Session
@@ -156,10 +162,9 @@ def migrate(url: UrlOption = None) -> None:
         target = resolve_url(url)
         engine = create_engine(target.url)
         try:
-            before = await migration.upgrade(engine)  # as found under the migration lock
-            after = await migration.current_revision(engine)
-        except (DBAPIError, OSError) as exc:
-            raise database_error(target.url, exc) from exc
+            with database_errors(engine):
+                before = await migration.upgrade(engine)  # as found under the migration lock
+                after = await migration.current_revision(engine)
         finally:
             await engine.dispose()
         if before == after:
@@ -732,8 +737,11 @@ def import_adk(
                     dry_run=dry_run,
                     on_session=lambda s, written: progress.advance(task),
                 )
-        except (DBAPIError, OSError) as exc:
-            raise database_error(source, exc) from exc
+        except Exception as exc:  # the source's failures, typed like the store's
+            typed = driver_error(engine, exc)
+            if typed is None:
+                raise
+            raise typed from exc
         finally:
             await engine.dispose()
             if store is not None:

@@ -27,7 +27,7 @@ import re
 import threading
 import uuid
 import weakref
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -38,8 +38,9 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import AsyncAdaptedQueuePool
 
-from .errors import DatabaseUnavailableError, PoolTimeoutError
+from .errors import AdkSqlStoreError, DatabaseUnavailableError, PoolTimeoutError
 
 __all__ = [
     "DATABASE_URL_ENV",
@@ -48,6 +49,7 @@ __all__ = [
     "configure_engine",
     "create_engine",
     "database_error",
+    "database_errors",
     "default_sqlite_path",
     "describe_url",
     "dispose_engine",
@@ -452,6 +454,9 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
     normalized, settings = split_settings(normalize_url(url))
     settings.update({name: kwargs.pop(name) for name in SETTINGS.keys() & kwargs.keys()})
     backend = normalized.get_backend_name()
+    for name in ("pool_size", "max_overflow", "pool_timeout", "pool_recycle", "pool_pre_ping"):
+        if name in settings:
+            kwargs.setdefault(name, settings[name])
     if backend == "postgresql":
         _postgres_options(settings, kwargs)
     elif backend == "sqlite":
@@ -462,12 +467,12 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
                 raise ValueError(
                     f"the folder {folder} of SQLite database {database} does not exist"
                 )
+            # A pool of open connections, as SQLAlchemy 2.1 chooses for a file (2.0 opens
+            # a connection, and aiosqlite's thread, per use).
+            kwargs.setdefault("poolclass", AsyncAdaptedQueuePool)
         # Every transaction of this library ends in COMMIT or ROLLBACK, so the pool's
         # extra ROLLBACK on check-in would only cost a trip to aiosqlite's thread.
         kwargs.setdefault("pool_reset_on_return", None)
-    for name in ("pool_timeout", "pool_recycle", "pool_pre_ping"):
-        if name in settings:
-            kwargs.setdefault(name, settings[name])
     try:
         engine = create_async_engine(normalized, **kwargs)
     except ModuleNotFoundError as exc:
@@ -487,8 +492,8 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
 def _postgres_options(settings: dict[str, Any], kwargs: dict[str, Any]) -> None:
     """The engine and asyncpg arguments for PostgreSQL ``settings``."""
     if "poolclass" not in kwargs:
-        kwargs.setdefault("pool_size", settings.get("pool_size", DEFAULT_POOL_SIZE))
-        kwargs.setdefault("max_overflow", settings.get("max_overflow", DEFAULT_MAX_OVERFLOW))
+        kwargs.setdefault("pool_size", DEFAULT_POOL_SIZE)
+        kwargs.setdefault("max_overflow", DEFAULT_MAX_OVERFLOW)
     connect_args = kwargs.setdefault("connect_args", {})
     server = connect_args.setdefault("server_settings", {})
     if "statement_timeout" in settings:
@@ -774,13 +779,38 @@ def driver_error(engine: AsyncEngine, exc: BaseException) -> DatabaseUnavailable
     return None
 
 
+@contextlib.contextmanager
+def database_errors(engine: AsyncEngine) -> Iterator[None]:
+    """Re-raise database, network and pool failures of ``engine`` as typed errors
+    (:func:`driver_error`); this library's own errors and bugs pass unchanged. Usable
+    around ``await``s (``with``, not ``async with``)."""
+    try:
+        yield
+    except AdkSqlStoreError:
+        raise
+    except Exception as exc:
+        typed = driver_error(engine, exc)
+        if typed is None:
+            raise
+        raise typed from exc
+
+
 def database_error(url: str | URL, exc: BaseException) -> DatabaseUnavailableError:
     """A :class:`DatabaseUnavailableError` describing a driver or network error on
     ``url``, in one line, with passwords hidden."""
     orig = getattr(exc, "orig", None) or exc
     while orig.__cause__ is not None:  # the driver's own error, not an adapter's wrapper
         orig = orig.__cause__
-    detail = (str(orig).splitlines() or [""])[0]
+    detail = (str(orig).splitlines() or [""])[0] or "(no message)"
+    if isinstance(orig, ConnectionError) or type(orig).__name__ in _CONNECTION_LOST:
+        detail += (
+            "; the connection was closed under the call: a server restart or failover, a"
+            " pooler, or a server timeout (idle_in_transaction_session_timeout,"
+            " idle_session_timeout); the server's log has the reason"
+        )
     return DatabaseUnavailableError(
         f"database error on {redact_url(url)}: {type(orig).__name__}: {detail}"
     )
+
+
+_CONNECTION_LOST = frozenset({"ConnectionDoesNotExistError", "InterfaceError"})

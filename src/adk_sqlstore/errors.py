@@ -84,6 +84,12 @@ class SchemaNotMigratedError(AdkSqlStoreError, ValueError):
         self.head_revision = head_revision
 
 
+class InvalidMemoryError(AdkSqlStoreError, ValueError):
+    """A memory or event given to the memory service cannot be stored: not a
+    ``MemoryEntry``/event (nor a dict of one), or a timestamp that is not ISO 8601.
+    Nothing of the call is written."""
+
+
 class MigrationError(AdkSqlStoreError, RuntimeError):
     """A migration cannot run on this database (e.g. SQLite without FTS5)."""
 

@@ -39,8 +39,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from . import queries
 from .dialect import search_memories
 from .engine import ClosedOnExit
-from .errors import AdkSqlStoreError, DatabaseUnavailableError, SessionNotFoundError
-from .models import Content, MemoryEntry, Part, SearchMemoryResponse
+from .errors import (
+    AdkSqlStoreError,
+    DatabaseUnavailableError,
+    InvalidMemoryError,
+    SessionNotFoundError,
+)
+from .models import Content, Event, MemoryEntry, Part, SearchMemoryResponse
 from .redaction import Redactor, build_filter
 from .sessions import SqlSessionService, write_completes
 from .text import indexed_text, search_scope, text_of, token_count, valid_unicode
@@ -75,11 +80,39 @@ def _epoch(value: str | None) -> float:
         return time.time()
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise ValueError(f"memory timestamp {value!r} is not ISO 8601") from exc
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise InvalidMemoryError(f"memory timestamp {value!r} is not ISO 8601") from exc
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return parsed.timestamp()
+
+
+def _as_models(items: Sequence[Any], model: type[Any], kind: str) -> list[Any]:
+    """``items`` as objects with ``model``'s attributes: ``model`` instances, objects of
+    another class with the same fields (ADK's own), or dicts of them (validated).
+
+    Raises:
+        InvalidMemoryError: naming the first item that is none of these.
+    """
+    if isinstance(items, str | bytes | Mapping):
+        raise InvalidMemoryError(f"{kind}s must be a list of {kind}s, not a {type(items).__name__}")
+    converted = []
+    for n, item in enumerate(items):
+        if isinstance(item, Mapping):
+            try:
+                item = model.model_validate(item)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"]) or kind
+                raise InvalidMemoryError(
+                    f"{kind} {n} is not a valid {model.__name__}: {where}: {first['msg']}"
+                ) from None
+        elif not hasattr(item, "content"):
+            raise InvalidMemoryError(
+                f"{kind} {n} is a {type(item).__name__}, not a {model.__name__} (or a dict of one)"
+            )
+        converted.append(item)
+    return converted
 
 
 @dataclass
@@ -368,6 +401,7 @@ class SqlMemoryService(ClosedOnExit):
         check_identifier("user_id", user_id)
         if session_id is not None:
             check_identifier("session_id", session_id)
+        events = _as_models(events, Event, "event")
         rows = self._event_rows(
             app_name=app_name,
             user_id=user_id,
@@ -414,13 +448,14 @@ class SqlMemoryService(ClosedOnExit):
             skipped).
 
         Raises:
-            ValueError: a timestamp is not ISO 8601.
+            InvalidMemoryError: an entry is neither a ``MemoryEntry`` nor a dict of one,
+                or its timestamp is not ISO 8601; nothing is written.
         """
         check_identifier("app_name", app_name)
         check_identifier("user_id", user_id)
         now = time.time()
         rows = []
-        for entry in memories:
+        for entry in _as_models(memories, MemoryEntry, "memory"):
             metadata = {
                 **(custom_metadata or {}),
                 **(getattr(entry, "custom_metadata", None) or {}),

@@ -17,11 +17,10 @@ from typing import Any
 
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import URL, Connection
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import NullPool
 
-from .engine import WRITE_OPTION, create_engine, redact_url
+from .engine import WRITE_OPTION, create_engine, driver_error, redact_url
 from .errors import MigrationError, SchemaNotMigratedError
 from .schema import ALEMBIC_VERSION_TABLE
 
@@ -201,8 +200,11 @@ def check_schema_at_startup(url: URL) -> None:
         engine = create_engine(url, poolclass=NullPool)
         try:
             await check_schema(engine)
-        except (DBAPIError, OSError):
-            pass
+        except SchemaNotMigratedError:
+            raise
+        except Exception as exc:
+            if driver_error(engine, exc) is None:
+                raise
         finally:
             await engine.dispose()
 

@@ -360,7 +360,7 @@ class SqlSessionService(ClosedOnExit):
             if self._ready:
                 return
             try:
-                async with self._database_errors(integrity_errors=False):
+                async with self._database_errors():
                     if self._auto_migrate:
                         await upgrade(self.engine)
                     await check_schema(self.engine)
@@ -372,7 +372,7 @@ class SqlSessionService(ClosedOnExit):
             self._ready = True
 
     @asynccontextmanager
-    async def _database_errors(self, *, integrity_errors: bool = True) -> AsyncIterator[None]:
+    async def _database_errors(self, *, integrity_errors: bool = False) -> AsyncIterator[None]:
         """Re-raise driver and network errors as :class:`DatabaseUnavailableError`.
 
         With ``integrity_errors``, ``IntegrityError`` passes through: the caller turns
@@ -391,26 +391,31 @@ class SqlSessionService(ClosedOnExit):
             raise typed from exc
 
     @asynccontextmanager
-    async def _direct(self) -> AsyncIterator[AsyncConnection]:
+    async def _direct(self, *, integrity_errors: bool = False) -> AsyncIterator[AsyncConnection]:
         """A connection outside any transaction, for the hot paths of
         :mod:`adk_sqlstore.dialect`: one atomic statement on PostgreSQL (AUTOCOMMIT), one
-        transaction in aiosqlite's thread on SQLite."""
+        transaction in aiosqlite's thread on SQLite. ``integrity_errors``: let
+        ``IntegrityError`` through, for a caller that turns it into a precise error."""
         await self.ensure_schema()
         views = engine_views(self._engine)
         async with (
-            self._database_errors(),
+            self._database_errors(integrity_errors=integrity_errors),
             views.direct.begin() if views.direct_begins else views.direct.connect() as conn,
         ):
             yield conn
 
     @asynccontextmanager
-    async def _transaction(self, *, write: bool) -> AsyncIterator[AsyncConnection]:
+    async def _transaction(
+        self, *, write: bool, integrity_errors: bool = False
+    ) -> AsyncIterator[AsyncConnection]:
         """One transaction: ``BEGIN IMMEDIATE`` on SQLite for writes, a read-only
-        repeatable-read snapshot on PostgreSQL for reads. Rolled back on any error."""
+        repeatable-read snapshot on PostgreSQL for reads. Rolled back on any error;
+        driver errors raised as :class:`DatabaseUnavailableError` (``IntegrityError``
+        let through with ``integrity_errors``, as for :meth:`_direct`)."""
         await self.ensure_schema()
         views = engine_views(self._engine)
         engine = views.write if write else views.read
-        async with self._database_errors(), engine.begin() as conn:
+        async with self._database_errors(integrity_errors=integrity_errors), engine.begin() as conn:
             yield conn
         if write and self._wal_purge_pending:
             await self._retry_wal_purge()
@@ -480,7 +485,7 @@ class SqlSessionService(ClosedOnExit):
         now = time.time()
         incarnation = uuid.uuid4().hex
         try:
-            async with self._transaction(write=True) as conn:
+            async with self._transaction(write=True, integrity_errors=True) as conn:
                 await queries.insert_session(
                     conn,
                     app_name=app_name,
@@ -947,7 +952,7 @@ class SqlSessionService(ClosedOnExit):
             now=time.time(),
         )
         try:
-            async with self._direct() as conn:
+            async with self._direct(integrity_errors=True) as conn:
                 revision = await append_row(conn, row)
                 if revision is None:
                     raise await self._stale_or_missing(conn, key, expected, incarnation)
