@@ -5,10 +5,11 @@
 #   make test-all  (CI) every test, soak included, then the PostgreSQL tests again on a
 #                  throwaway password-protected server (about 2.5 min on 2 cores)
 PYTHON ?= python3
+NEWEST_PYTHON ?= python3.13
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-all lint bench bench-smoke check clean
+.PHONY: demo test test-all test-lowest test-newest-python lint bench bench-smoke check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +38,18 @@ test-all: $(VENV)/.installed-dev
 		$(BIN)/pytest -n auto -m "postgres and not soak" -p no:cacheprovider
 	ADK_SQLSTORE_TEST_PGBOUNCER=1 $(BIN)/pytest -n auto -m "postgres and not soak" -p no:cacheprovider
 
+# The supported range, tested at both ends (CI): the lowest versions pyproject.toml allows
+# (without the adk extra, whose google-adk needs newer ones), and the newest Python here.
+test-lowest:
+	$(PYTHON) -m venv .venv-lowest
+	.venv-lowest/bin/pip install --quiet -e ".[test]" -c .ci/lowest-constraints.txt
+	.venv-lowest/bin/pytest -n auto -m "not soak" -p no:cacheprovider
+
+test-newest-python:
+	$(NEWEST_PYTHON) -m venv .venv-newest
+	.venv-newest/bin/pip install --quiet -e ".[dev]"
+	.venv-newest/bin/pytest -n auto -m "not soak" -p no:cacheprovider
+
 bench: $(VENV)/.installed-dev  # the full run behind benchmarks/RESULTS.md (about 20 min)
 	$(BIN)/python -m benchmarks run --size full --markdown benchmarks/RESULTS.md
 
@@ -51,4 +64,4 @@ lint: $(VENV)/.installed-dev
 check: lint test
 
 clean:
-	rm -rf $(VENV) dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-lowest .venv-newest dist .pytest_cache .mypy_cache .ruff_cache

@@ -77,11 +77,15 @@ class ThrowawayCluster:
     Args:
         password: the superuser ``postgres`` needs this password over TCP
             (scram-sha-256); ``None``: trust, as the machine's own server.
+        settings: more server settings (``-c name=value``).
     """
 
-    def __init__(self, *, password: str | None = None) -> None:
+    def __init__(
+        self, *, password: str | None = None, settings: dict[str, str] | None = None
+    ) -> None:
         self.bin = server_binaries()
         self.password = password
+        self.settings = dict(settings or {})
         self.port = 0
         self.folder = Path(tempfile.mkdtemp(prefix="adk-sqlstore-pg-"))
         self.data = self.folder / "data"
@@ -146,8 +150,31 @@ class ThrowawayCluster:
             f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories="
             f"{self.folder} -c fsync=off -c full_page_writes=off -c max_connections=200"
         )
+        # pg_ctl runs the server through a shell: values are quoted for it
+        options += "".join(f" -c {name}='{value}'" for name, value in self.settings.items())
         self._pg_ctl("-o", options, "-w", "-t", "60", "start")
         return self
+
+    def standby(self, **settings: str) -> ThrowawayCluster:
+        """A streaming-replication standby of this running server, started: a base
+        backup (``pg_basebackup -R``) into a folder of its own, on a port of its own.
+        The caller removes it."""
+        other = ThrowawayCluster(settings=settings)
+        try:
+            other._run(
+                str(self.bin / "pg_basebackup"),
+                *("-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres"),
+                *("-D", str(other.data), "-R", "-X", "stream", "--no-sync"),
+            )
+            other.port = _free_port()
+            return other.start()
+        except BaseException:
+            other.remove()
+            raise
+
+    def promote(self) -> None:
+        """Promote this standby to a primary; returns when it accepts writes."""
+        self._pg_ctl("-w", "-t", "60", "promote")
 
     def restart(self) -> None:
         """Restart the server (fast shutdown: open connections are closed); returns

@@ -4,6 +4,7 @@ connection settings in the URL, across event loops (issue 11)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,8 +18,8 @@ from adk_sqlstore import (
     SqlSessionService,
 )
 
-from .conftest import PostgresFactory
-from .pg_cluster import Pgbouncer
+from .conftest import IN_CI, Figures, PostgresFactory, run_sync
+from .pg_cluster import ClusterUnavailable, Pgbouncer, ThrowawayCluster
 
 
 def _turn(n: int) -> Event:
@@ -142,3 +143,122 @@ def test_ctrl_c_while_the_command_line_starts_is_one_line(tmp_path: Any) -> None
         # 130: stopped by our handler; 1: click's "Aborted!"; 0 or -SIGINT: it had
         # finished (the signal came during the interpreter's exit)
         assert process.returncode in (0, 1, 130, -signal.SIGINT), (delay, err)
+
+
+# -- failover ---------------------------------------------------------------------------
+
+
+async def _replicating(primary: ThrowawayCluster) -> None:
+    """Wait until the primary has a synchronous standby streaming from it."""
+    import asyncpg
+
+    conn = await asyncpg.connect(primary.url())
+    try:
+        for _ in range(300):
+            state = await conn.fetchval(
+                "SELECT sync_state FROM pg_stat_replication WHERE state = 'streaming'"
+            )
+            if state == "sync":
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError("the standby never caught up")
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+def replicated() -> Iterator[tuple[ThrowawayCluster, ThrowawayCluster]]:
+    """A primary with a synchronous streaming standby, both of this test's own (never
+    the machine's server)."""
+    try:
+        primary = ThrowawayCluster(settings={"synchronous_standby_names": "*"})
+    except ClusterUnavailable as exc:
+        if IN_CI:
+            pytest.fail(f"CI=true but {exc}")
+        pytest.skip(str(exc))
+    with primary:
+        standby = primary.standby()
+        try:
+            run_sync(_replicating(primary))
+            yield primary, standby
+        finally:
+            standby.remove()
+
+
+@pytest.mark.postgres
+async def test_failover_to_a_promoted_standby_loses_nothing_committed(
+    replicated: tuple[ThrowawayCluster, ThrowawayCluster], figures: Figures
+) -> None:
+    """A URL with both hosts and ``target_session_attrs=read-write``: after the primary
+    dies and the standby is promoted, the same service carries on without a restart.
+    Calls in flight get DatabaseUnavailableError; later calls succeed; every append
+    acknowledged before is there (synchronous replication)."""
+    primary, standby = replicated
+    url = (
+        f"postgresql://postgres@127.0.0.1:{primary.port},127.0.0.1:{standby.port}/postgres"
+        "?target_session_attrs=read-write"
+    )
+    async with SqlSessionService.from_url(url, auto_migrate=True) as service:
+        sessions = [await service.create_session(app_name="ha", user_id=f"u{n}") for n in range(4)]
+        before: list[str] = []
+        for n in range(40):  # acknowledged before the failover, none in flight
+            event = _turn(n)
+            await service.append_event(sessions[n % 4], event)
+            before.append(event.id)
+
+        acknowledged: set[str] = set(before)
+        unsure: set[str] = set()  # failed calls: may or may not have committed
+        failures: dict[str, int] = {}
+        stop = asyncio.Event()
+
+        async def writer(session: Any) -> None:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                event = _turn(n)
+                try:
+                    fresh = await service.get_session(
+                        app_name="ha", user_id=session.user_id, session_id=session.id
+                    )
+                    assert fresh is not None
+                    await service.append_event(fresh, event)
+                    acknowledged.add(event.id)
+                except DatabaseUnavailableError as exc:
+                    unsure.add(event.id)
+                    name = type(exc).__name__
+                    failures[name] = failures.get(name, 0) + 1
+                    await asyncio.sleep(0.05)
+
+        tasks = [asyncio.create_task(writer(s)) for s in sessions]
+        await asyncio.sleep(0.5)
+        await asyncio.to_thread(primary.stop)  # the primary dies
+        await asyncio.sleep(0.5)
+        await asyncio.to_thread(standby.promote)
+        await asyncio.sleep(1.5)
+        stop.set()
+        await asyncio.gather(*tasks)  # any error but DatabaseUnavailableError fails here
+        assert failures, "the failover went unnoticed"
+        for session in sessions:  # the same service object, no restart
+            fresh = await service.get_session(
+                app_name="ha", user_id=session.user_id, session_id=session.id
+            )
+            assert fresh is not None
+            event = _turn(999)
+            await service.append_event(fresh, event)
+            acknowledged.add(event.id)
+        stored: set[str] = set()
+        for session in sessions:
+            got = await service.get_session(
+                app_name="ha", user_id=session.user_id, session_id=session.id
+            )
+            assert got is not None and got.revision == len(got.events)
+            stored |= {e.id for e in got.events}
+    assert sum(event_id in stored for event_id in before) == len(before) == 40
+    assert acknowledged <= stored  # nothing acknowledged is lost
+    assert stored <= acknowledged | unsure  # nothing appears that was not written
+    figures.add(
+        f"failover to a promoted synchronous standby: 40 of 40 events written before read"
+        f" back after; {len(acknowledged)} appends acknowledged, all stored;"
+        f" {sum(failures.values())} calls in flight got DatabaseUnavailableError"
+        f" ({len(stored - acknowledged)} of them had committed); later calls succeeded"
+    )

@@ -213,6 +213,28 @@ def _is_service_default(url: str) -> bool:
     return url.partition("?")[0] in (SERVICE_SCHEME + "://", SERVICE_SCHEME + ":")
 
 
+_MULTIHOST = re.compile(
+    r"^(?P<scheme>[A-Za-z][\w+.\-]*://)(?P<userinfo>[^@/?#]*@)?(?P<hosts>[^@/?#]*,[^@/?#]*)"
+    r"(?P<rest>[/?].*)?$",
+    re.S,
+)
+
+
+def _multihost(url: str) -> str:
+    """libpq's several-hosts form, ``postgresql://u:p@h1:5432,h2:5433/db``, written as
+    SQLAlchemy takes it for asyncpg: ``postgresql://u:p@/db?host=h1:5432&host=h2:5433``
+    (asyncpg tries the hosts in order; with ``target_session_attrs=read-write`` it
+    skips standbys, so the service follows a failover)."""
+    match = _MULTIHOST.match(url)
+    if match is None:
+        return url
+    path, _, query = (match["rest"] or "/").partition("?")
+    hosts = "&".join(f"host={host}" for host in match["hosts"].split(",") if host)
+    return f"{match['scheme']}{match['userinfo'] or ''}{path or '/'}?{hosts}" + (
+        f"&{query}" if query else ""
+    )
+
+
 def normalize_url(url: str | URL) -> URL:
     """Map a URL to its asyncio driver: ``postgresql://`` to asyncpg, ``sqlite://``
     to aiosqlite (``postgres://`` is accepted as ``postgresql://``, and ADK's
@@ -229,6 +251,8 @@ def normalize_url(url: str | URL) -> URL:
         url, _ = _split_options(url)
     if isinstance(url, str) and url.startswith("postgres://"):
         url = "postgresql://" + url[len("postgres://") :]
+    if isinstance(url, str) and url.startswith("postgresql"):
+        url = _multihost(url)
     if isinstance(url, str) and "://" not in url:
         shown = repr(url) if "@" not in url else "(hidden: it may hold a password)"
         if url.startswith("sqlite:"):
