@@ -419,8 +419,8 @@ SETTINGS: dict[str, Callable[[str, str], Any]] = {
 arguments of ``create_engine``/``from_url`` (which win), converted by these functions.
 See :func:`create_engine` for what each does."""
 
-DEFAULT_POOL_SIZE = 5
-DEFAULT_MAX_OVERFLOW = 5
+DEFAULT_POOL_SIZE = 5  # measured: see create_engine and benchmarks/pool_sizes.py
+DEFAULT_MAX_OVERFLOW = 0
 
 
 def split_settings(url: URL) -> tuple[URL, dict[str, Any]]:
@@ -447,8 +447,13 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
     Connection settings come from the URL's query (``?pool_size=5&statement_timeout=30s``)
     or, winning over it, from keyword arguments of the same names:
 
-    - ``pool_size`` (default 5), ``max_overflow`` (default 5): connections kept open,
-      and opened beyond them under load, per process and event loop (PostgreSQL);
+    - ``pool_size`` (default 5), ``max_overflow`` (default 0): connections kept open,
+      and opened beyond them under load, per process and event loop. The defaults
+      suit a server shared by many workers: 5 connections kept busy did as much as 10,
+      20 or 40 for 50 concurrent tasks on a 2-vCPU client, and overflow connections,
+      opened and closed per use, only cost (``python -m benchmarks.pool_sizes``:
+      500 cycles/s at 5+0, 534 at 10+0, 331 at 20+20); a burst waits for a free
+      connection instead, up to ``pool_timeout``;
     - ``pool_timeout`` (seconds, default 30): how long a call waits for a connection
       when all are in use, then fails with :class:`PoolTimeoutError`;
     - ``pool_recycle`` (seconds, default never): replace connections older than this;
