@@ -107,6 +107,8 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
+    if name == "telemetry":
+        return importlib.import_module(".telemetry", __name__)
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module 'adk_sqlstore' has no attribute {name!r}")

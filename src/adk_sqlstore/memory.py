@@ -36,7 +36,7 @@ from pydantic import ValidationError
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from . import queries
+from . import queries, telemetry
 from .dialect import search_memories
 from .engine import ClosedOnExit
 from .errors import (
@@ -292,6 +292,7 @@ class SqlMemoryService(ClosedOnExit):
 
     # -- writing ------------------------------------------------------------------
 
+    @telemetry.traced("add_session_to_memory", rows=telemetry.counted)
     @write_completes
     async def add_session_to_memory(self, session: Any) -> IngestReport:
         """Store the session's events that carry text, one memory per event.
@@ -375,6 +376,7 @@ class SqlMemoryService(ClosedOnExit):
         except (AttributeError, TypeError, ValueError):
             return None, None
 
+    @telemetry.traced("add_events_to_memory", rows=telemetry.counted)
     @write_completes
     async def add_events_to_memory(
         self,
@@ -423,6 +425,7 @@ class SqlMemoryService(ClosedOnExit):
             await queries.upsert_memories(conn, rows)
         return len(rows)
 
+    @telemetry.traced("add_memory", rows=telemetry.counted)
     @write_completes
     async def add_memory(
         self,
@@ -481,6 +484,7 @@ class SqlMemoryService(ClosedOnExit):
 
     # -- reading ------------------------------------------------------------------
 
+    @telemetry.traced("search_memory", rows=telemetry.found)
     async def search_memory(
         self, *, app_name: str, user_id: str, query: str, limit: int = 10
     ) -> SearchMemoryResponse:
@@ -531,6 +535,7 @@ class SqlMemoryService(ClosedOnExit):
 
     # -- forgetting ---------------------------------------------------------------
 
+    @telemetry.traced("delete_memories", rows=telemetry.counted)
     @write_completes
     async def delete_memories(
         self,
@@ -561,6 +566,7 @@ class SqlMemoryService(ClosedOnExit):
                 memory_ids=memory_ids,
             )
 
+    @telemetry.traced("forget_user", rows=telemetry.counted)
     async def forget_user(self, *, app_name: str, user_id: str) -> dict[str, int]:
         """Delete everything stored for one user of one app; see
         :meth:`SqlSessionService.forget_user`."""
@@ -568,6 +574,7 @@ class SqlMemoryService(ClosedOnExit):
 
     # -- ingestion triggers -------------------------------------------------------
 
+    @telemetry.traced("close_session", rows=telemetry.counted)
     async def close_session(self, *, app_name: str, user_id: str, session_id: str) -> IngestReport:
         """The explicit end of a conversation: reload the session whole and ingest it.
 
@@ -584,6 +591,7 @@ class SqlMemoryService(ClosedOnExit):
         except SessionNotFoundError:  # deleted between the load and the write
             return IngestReport()
 
+    @telemetry.traced("count_idle_sessions", rows=telemetry.counted)
     async def count_idle_sessions(
         self, *, idle_for: timedelta = timedelta(minutes=30), app_name: str | None = None
     ) -> int:
@@ -614,6 +622,7 @@ class SqlMemoryService(ClosedOnExit):
                 return
             after = batch[-1]
 
+    @telemetry.traced("ingest_idle_sessions", rows=telemetry.counted)
     async def ingest_idle_sessions(
         self,
         idle_for: timedelta = timedelta(minutes=30),

@@ -37,7 +37,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from . import queries
+from . import queries, telemetry
 from .dialect import (
     AppendRow,
     append_row,
@@ -442,6 +442,7 @@ class SqlSessionService(ClosedOnExit):
 
     # -- sessions -----------------------------------------------------------------
 
+    @telemetry.traced("create_session", rows=telemetry.one)
     @write_completes
     async def create_session(
         self,
@@ -511,6 +512,7 @@ class SqlSessionService(ClosedOnExit):
             row, merge_state(app, users.get(user_id, {}), scoped.session), []
         )
 
+    @telemetry.traced("get_session", rows=telemetry.events_of)
     async def get_session(
         self,
         *,
@@ -617,6 +619,7 @@ class SqlSessionService(ClosedOnExit):
     def _set_token(self, session: Any, revision: int, incarnation: str | None) -> None:
         session.revision = revision
 
+    @telemetry.traced("list_sessions", rows=telemetry.listed)
     async def list_sessions(
         self,
         *,
@@ -696,6 +699,7 @@ class SqlSessionService(ClosedOnExit):
             if token is None:
                 return
 
+    @telemetry.traced("delete_session")
     @write_completes
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Delete a session with its events and session state (no-op if absent).
@@ -707,6 +711,7 @@ class SqlSessionService(ClosedOnExit):
         async with self._transaction(write=True) as conn:
             await queries.delete_session(conn, **key)
 
+    @telemetry.traced("forget_user", rows=telemetry.counted)
     @write_completes
     async def forget_user(self, *, app_name: str, user_id: str) -> dict[str, int]:
         """Delete everything stored for one user of one app, in one transaction.
@@ -753,6 +758,7 @@ class SqlSessionService(ClosedOnExit):
                     )
         return counts
 
+    @telemetry.traced("prune", rows=telemetry.counted)
     async def prune(
         self,
         *,
@@ -837,6 +843,7 @@ class SqlSessionService(ClosedOnExit):
         async with self._transaction(write=True) as conn:
             return await queries.prune_batch(conn, **options, limit=batch_size)
 
+    @telemetry.traced("get_user_state", rows=len)
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         """The user's state: keys without the ``user:`` prefix (``{}`` when none)."""
         check_identifier("app_name", app_name)
@@ -845,6 +852,7 @@ class SqlSessionService(ClosedOnExit):
             users = await queries.load_user_states(conn, app_name=app_name, user_id=user_id)
         return users.get(user_id, {})
 
+    @telemetry.traced("get_app_state", rows=len)
     async def get_app_state(self, *, app_name: str) -> dict[str, Any]:
         """The app's state: keys without the ``app:`` prefix (``{}`` when none)."""
         check_identifier("app_name", app_name)
@@ -853,6 +861,7 @@ class SqlSessionService(ClosedOnExit):
 
     # -- appends ------------------------------------------------------------------
 
+    @telemetry.traced("append_event", rows=telemetry.one)
     async def append_event(self, session: Any, event: Any) -> Any:
         """Append ``event`` to ``session`` in storage, then to the session object.
 
@@ -1000,6 +1009,7 @@ class SqlSessionService(ClosedOnExit):
 
     # -- bulk copy ----------------------------------------------------------------
 
+    @telemetry.traced("import_session", rows=telemetry.counted)
     @write_completes
     async def import_session(self, session: Any, *, replace: bool = False) -> bool:
         """Store a whole session (events and state) as it is, in one transaction.
@@ -1080,6 +1090,7 @@ class SqlSessionService(ClosedOnExit):
             )
         return True
 
+    @telemetry.traced("import_state", rows=telemetry.counted)
     @write_completes
     async def import_state(
         self,
