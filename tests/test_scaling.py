@@ -1,0 +1,132 @@
+"""Past one server (docs/scaling.md): every statement the store issues for one user's
+call filters on the distribution key, ``user_id``, so that on Citus it is routed to the
+one shard holding that user. Calls that span users by design (listing an app's users,
+retention, the idle-ingestion scan) are named in docs/scaling.md and checked apart."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+
+from adk_sqlstore import Event, EventActions, MemoryEntry, SqlMemoryService, SqlSessionService
+
+USER_TABLES = (
+    "sqlstore_sessions",
+    "sqlstore_events",
+    "sqlstore_session_state",
+    "sqlstore_user_state",
+    "sqlstore_memories",
+    "sqlstore_memory_stats",
+    "sqlstore_memory_ingestions",
+)
+"""Distributed by user_id (docs/scaling.md); sqlstore_app_state is a reference table."""
+
+_FILTERED = re.compile(r"\buser_id\s*(=|IN\b|=\s*ANY)", re.I)
+_INSERT_COLUMNS = re.compile(r"^\s*INSERT\s+INTO\s+\w+\s*\(([^)]*)\)", re.I)
+
+
+class Recorder:
+    """The statements issued while ``call`` blocks are open, by call."""
+
+    def __init__(self) -> None:
+        self.current: str | None = None
+        self.by_call: dict[str, list[str]] = {}
+
+    def __call__(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if self.current is not None:
+            self.by_call.setdefault(self.current, []).append(statement)
+
+    @contextmanager
+    def call(self, name: str) -> Iterator[None]:
+        self.current = name
+        try:
+            yield
+        finally:
+            self.current = None
+
+
+def _routes_to_one_user(statement: str) -> bool:
+    """Whether a statement on user tables names the user (a WHERE on user_id, or an
+    INSERT whose row carries it); statements on no user table pass, and so does
+    forget_user's ANALYZE (maintenance: Citus runs it on every shard, reading no row of
+    the user's)."""
+    if not any(table in statement for table in USER_TABLES):
+        return True
+    if statement.lstrip().upper().startswith("ANALYZE"):
+        return True
+    if _FILTERED.search(statement):
+        return True
+    columns = _INSERT_COLUMNS.match(statement)
+    return columns is not None and "user_id" in columns.group(1)
+
+
+@pytest.mark.postgres
+async def test_every_statement_of_a_users_call_filters_on_user_id(postgres_url: str) -> None:
+    recorder = Recorder()
+    async with SqlSessionService.from_url(postgres_url) as sessions:
+        memory = SqlMemoryService(sessions.engine)
+        event.listen(sessions.engine.sync_engine, "before_cursor_execute", recorder)
+        key = {"app_name": "shard", "user_id": "u1"}
+        with recorder.call("create_session"):
+            session = await sessions.create_session(**key, state={"k": 1, "user:u": 1, "app:a": 1})
+        with recorder.call("append_event"):
+            for n in range(3):
+                await sessions.append_event(
+                    session,
+                    Event(
+                        author="user",
+                        content={"role": "user", "parts": [{"text": f"badminton turn {n}"}]},
+                        actions=EventActions(state_delta={"n": n, "user:n": n, "app:n": n}),
+                    ),
+                )
+        with recorder.call("get_session"):
+            await sessions.get_session(**key, session_id=session.id)
+        with recorder.call("list_sessions(user_id)"):
+            await sessions.list_sessions(**key)
+        with recorder.call("get_user_state"):
+            await sessions.get_user_state(**key)
+        with recorder.call("add_session_to_memory"):
+            await memory.add_session_to_memory(session)
+        with recorder.call("add_events_to_memory"):
+            await memory.add_events_to_memory(**key, session_id="s2", events=[session.events[0]])
+        with recorder.call("add_memory"):
+            await memory.add_memory(
+                **key, memories=[MemoryEntry(content={"parts": [{"text": "a badminton fact"}]})]
+            )
+        with recorder.call("search_memory"):
+            await memory.search_memory(**key, query="badminton turn")
+        with recorder.call("close_session"):
+            await memory.close_session(**key, session_id=session.id)
+        with recorder.call("delete_memories"):
+            await memory.delete_memories(**key, session_id="s2")
+        with recorder.call("import_session"):
+            copy = session.model_copy(update={"id": "imported"})
+            await sessions.import_session(copy)
+        with recorder.call("delete_session"):
+            await sessions.delete_session(**key, session_id=session.id)
+        with recorder.call("forget_user"):
+            await sessions.forget_user(**key)
+        # Calls that span an app's users by design (docs/scaling.md, "Fan-out calls").
+        with recorder.call("list_sessions(app)"):
+            await sessions.list_sessions(app_name="shard")
+        with recorder.call("fan-out"):
+            await sessions.prune(older_than=timedelta(days=1))
+            await memory.ingest_idle_sessions(timedelta(0))
+        event.remove(sessions.engine.sync_engine, "before_cursor_execute", recorder)
+    assert set(recorder.by_call) >= {"append_event", "search_memory", "forget_user", "fan-out"}
+    stray = {
+        call: [s for s in statements if not _routes_to_one_user(s)]
+        for call, statements in recorder.by_call.items()
+        if call not in ("fan-out", "list_sessions(app)")
+    }
+    assert {call: s for call, s in stray.items() if s} == {}
+    # Listing an app's users reads every shard, but only that app's rows.
+    for statement in recorder.by_call["list_sessions(app)"]:
+        if any(table in statement for table in USER_TABLES):
+            assert re.search(r"\bapp_name\s*=", statement), statement
