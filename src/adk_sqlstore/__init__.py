@@ -15,9 +15,11 @@ such as the command line's entry point, stays cheap.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
 if TYPE_CHECKING:
+    from typing import Any
+
     from .errors import (
         AdkSqlStoreError,
         AlreadyExistsError,
