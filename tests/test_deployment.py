@@ -96,7 +96,9 @@ async def test_pool_settings_from_the_url_and_a_full_pool_fails_typed(postgres_u
 
 
 @pytest.mark.postgres
-async def test_a_connection_the_server_closes_mid_call_is_a_typed_error(postgres_url: str) -> None:
+async def test_a_connection_the_server_closes_mid_call_is_a_typed_error(
+    postgres_factory: PostgresFactory,
+) -> None:
     """Issue 11: a connection killed by idle_in_transaction_session_timeout surfaced as
     a bare BrokenPipeError. A redactor slower than the timeout, run inside an
     ingestion's transaction, gets it killed: DatabaseUnavailableError naming the likely
@@ -107,8 +109,10 @@ async def test_a_connection_the_server_closes_mid_call_is_a_typed_error(postgres
         time.sleep(0.6)
         return text
 
+    # A session setting: set on a direct connection (a pooler would not pass it on).
     timeout = {"server_settings": {"idle_in_transaction_session_timeout": "300"}}
-    async with SqlSessionService.from_url(postgres_url, connect_args=timeout) as service:
+    url = postgres_factory.create()
+    async with SqlSessionService.from_url(url, connect_args=timeout) as service:
         memory = SqlMemoryService(service.engine, redactors=[slow])
         session = await service.create_session(app_name="idle", user_id="u1")
         await service.append_event(session, _turn(1))
