@@ -26,7 +26,8 @@ from rich.console import Console
 from rich.table import Table
 from sqlalchemy.engine import make_url
 
-from adk_sqlstore.engine import create_engine, redact_url
+from adk_sqlstore.engine import create_engine
+from adk_sqlstore.urls import redact_url
 
 from .contenders import contenders
 from .memory_bench import MEMORY_SIZES, run_memory

@@ -24,7 +24,7 @@ from adk_sqlstore import EventActions as CoreActions
 from adk_sqlstore import GetSessionConfig as CoreConfig
 from adk_sqlstore import Session as CoreSession
 from adk_sqlstore import SqlSessionService
-from adk_sqlstore.engine import normalize_url
+from adk_sqlstore.urls import normalize_url
 
 APP = "bench"
 

@@ -14,9 +14,10 @@ from alembic import context
 from sqlalchemy import pool, text
 from sqlalchemy.engine import Connection
 
-from adk_sqlstore.engine import WRITE_OPTION, create_engine, resolve_url
+from adk_sqlstore.engine import WRITE_OPTION, create_engine
 from adk_sqlstore.migration import MIGRATION_LOCK
 from adk_sqlstore.schema import ALEMBIC_VERSION_TABLE, include_object, metadata
+from adk_sqlstore.urls import resolve_url
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logging", True):

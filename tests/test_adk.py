@@ -33,7 +33,7 @@ from google.genai import types
 
 from adk_sqlstore import errors
 from adk_sqlstore.adk import SqlMemoryService, SqlSessionService
-from adk_sqlstore.engine import DATABASE_URL_ENV
+from adk_sqlstore.urls import DATABASE_URL_ENV
 
 from . import adk_agents
 from .conftest import run_sync

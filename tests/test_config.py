@@ -14,15 +14,15 @@ from adk_sqlstore import (
     SchemaNotMigratedError,
     SqlSessionService,
 )
-from adk_sqlstore.engine import (
+from adk_sqlstore.engine import create_engine
+from adk_sqlstore.migration import HEAD_REVISION, current_revision
+from adk_sqlstore.urls import (
     DATABASE_URL_ENV,
-    create_engine,
     default_sqlite_path,
     describe_url,
     normalize_url,
     resolve_url,
 )
-from adk_sqlstore.migration import HEAD_REVISION, current_revision
 
 from .conftest import pg_url, run_sync, with_query
 

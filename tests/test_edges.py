@@ -32,7 +32,8 @@ from adk_sqlstore import (
     StaleSessionError,
 )
 from adk_sqlstore.cli import app
-from adk_sqlstore.engine import DATABASE_URL_ENV, create_engine, normalize_url, redact_url
+from adk_sqlstore.engine import create_engine
+from adk_sqlstore.urls import DATABASE_URL_ENV, normalize_url, redact_url
 
 from .conftest import PG_ADMIN_URL, REPO, PostgresFactory, pg_url, run_sync
 from .workers import create_with_auto_migrate

@@ -72,9 +72,14 @@ def test_one_service_from_asyncio_run_twice_and_from_threads(db_url: str, classe
     # Four threads, each with a loop of its own, at the same time.
     results: list[Any] = []
 
+    async def busy(n: int) -> list[int]:  # several tasks of one loop at once
+        return list(
+            await asyncio.gather(*(_work(sessions, memory, f"thread-{n}-{k}") for k in range(3)))
+        )
+
     def in_thread(n: int) -> None:
         try:
-            results.append(asyncio.run(_work(sessions, memory, f"thread-{n}")))
+            results.append(asyncio.run(busy(n)))
         except Exception as exc:  # reported below
             results.append(exc)
 
@@ -83,7 +88,7 @@ def test_one_service_from_asyncio_run_twice_and_from_threads(db_url: str, classe
         t.start()
     for t in threads:
         t.join(timeout=120)
-    assert results == [5] * 4, results
+    assert results == [[5, 5, 5]] * 4, results
 
     # And the loop the test runs last: everything written above is there.
     async def everything() -> list[str]:
@@ -91,7 +96,7 @@ def test_one_service_from_asyncio_run_twice_and_from_threads(db_url: str, classe
         return sorted(s.user_id for s in listed.sessions)
 
     assert asyncio.run(everything()) == sorted(
-        ["first-run", "second-run", *(f"thread-{n}" for n in range(4))]
+        ["first-run", "second-run", *(f"thread-{n}-{k}" for n in range(4) for k in range(3))]
     )
     if make_url(db_url).get_backend_name() == "postgresql" and "pgbouncer" not in db_url:
         # Each loop's connections were closed as its asyncio.run ended: none is left

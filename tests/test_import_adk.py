@@ -30,7 +30,7 @@ from typer.testing import CliRunner
 
 from adk_sqlstore.adk import SqlSessionService
 from adk_sqlstore.cli import app
-from adk_sqlstore.engine import DATABASE_URL_ENV, normalize_url
+from adk_sqlstore.urls import DATABASE_URL_ENV, normalize_url
 
 from .conftest import run_sync, shared_data
 from .test_adk import rich_events

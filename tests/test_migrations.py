@@ -17,7 +17,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
-from adk_sqlstore.engine import DATABASE_URL_ENV, create_engine, normalize_url
+from adk_sqlstore.engine import create_engine
 from adk_sqlstore.migration import (
     HEAD_REVISION,
     current_revision,
@@ -26,6 +26,7 @@ from adk_sqlstore.migration import (
     upgrade,
 )
 from adk_sqlstore.schema import ALEMBIC_VERSION_TABLE, include_object, metadata
+from adk_sqlstore.urls import DATABASE_URL_ENV, normalize_url
 
 from .conftest import REPO, PostgresFactory, run_sync
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from adk_sqlstore.engine import DATABASE_URL_ENV
+from adk_sqlstore.urls import DATABASE_URL_ENV
 
 from .conftest import REPO
 

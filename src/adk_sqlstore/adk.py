@@ -65,12 +65,13 @@ except ImportError as exc:  # pragma: no cover - exercised in a process without 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import errors, queries
-from .engine import ClosedOnExit, describe_url
 from .memory import IngestReport, MemoryCheckpoint
 from .memory import SqlMemoryService as CoreMemoryService
 from .migration import check_schema_at_startup
 from .redaction import Redactor
 from .sessions import SqlSessionService as CoreSessionService
+from .store import ClosedOnExit
+from .urls import describe_url
 from .validation import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_STATE_VALUE_BYTES
 
 __all__ = ["PagedListSessionsResponse", "SqlMemoryService", "SqlSessionService"]

@@ -40,9 +40,9 @@ from sqlalchemy import Select, column, func, inspect, select, table, text, tuple
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 
-from .engine import normalize_url, redact_url
 from .errors import MigrationError
 from .models import GetSessionConfig
+from .urls import normalize_url, redact_url
 
 try:
     from google.adk.events import Event as AdkEvent

@@ -28,20 +28,20 @@ from rich.table import Table
 from rich.text import Text
 
 from . import migration
-from .engine import (
-    create_engine,
+from .engine import create_engine
+from .errors import (
+    AdkSqlStoreError,
+    SchemaNotMigratedError,
+    SessionNotFoundError,
     database_errors,
     driver_error,
-    redact_url,
-    resolve_url,
-    sqlite_path,
 )
-from .errors import AdkSqlStoreError, SchemaNotMigratedError, SessionNotFoundError
 from .memory import IngestReport, SqlMemoryService
 from .models import Event, Session
 from .session_json import dump_session, load_sessions, session_files
 from .sessions import PruneReport, SqlSessionService
 from .state import APP_PREFIX, USER_PREFIX
+from .urls import redact_url, resolve_url, sqlite_path
 
 app = typer.Typer(
     name="adk-sqlstore",

@@ -39,11 +39,11 @@ from rich.rule import Rule
 from rich.table import Table
 
 from .cli import make_console
-from .engine import DATABASE_URL_ENV, describe_url, resolve_url
 from .memory import SqlMemoryService
 from .models import Content, Event, EventActions, FunctionCall, FunctionResponse, Part, Session
 from .sessions import SqlSessionService
 from .state import TEMP_PREFIX, USER_PREFIX
+from .urls import DATABASE_URL_ENV, describe_url, resolve_url
 
 APP_NAME = "adk-sqlstore-demo"  # its own app: the demo touches no one else's data
 USER_ID = "user-17"

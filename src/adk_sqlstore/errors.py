@@ -3,11 +3,23 @@
 Every error derives from :class:`AdkSqlStoreError`. Errors that ADK also defines
 (``AlreadyExistsError``, ``SessionNotFoundError``, ``StaleSessionError``) carry the
 same names so that code written against ADK reads the same; the ADK drop-in classes
-re-raise ADK's own types chained to these. Database driver errors are wrapped with
-``raise ... from exc`` and never carry a database password in their message.
+re-raise ADK's own types chained to these. Database driver, network and pool errors are mapped
+in one place (:func:`driver_error`, :func:`database_errors`), wrapped with
+``raise ... from exc``, and never carry a database password in their message.
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import DBAPIError, DisconnectionError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from .urls import redact_url
 
 __all__ = [
     "AdkSqlStoreError",
@@ -15,10 +27,16 @@ __all__ = [
     "DatabaseUnavailableError",
     "InvalidEventError",
     "InvalidIdentifierError",
+    "InvalidMemoryError",
     "InvalidStateError",
+    "MigrationError",
+    "PoolTimeoutError",
     "SchemaNotMigratedError",
     "SessionNotFoundError",
     "StaleSessionError",
+    "database_error",
+    "database_errors",
+    "driver_error",
 ]
 
 
@@ -104,3 +122,71 @@ class DatabaseUnavailableError(AdkSqlStoreError):
 class PoolTimeoutError(DatabaseUnavailableError):
     """Every pooled connection stayed in use for ``pool_timeout`` seconds: the call gave
     up waiting for one (raise ``pool_size``/``max_overflow``, or find what holds them)."""
+
+
+# -- driver, network and pool failures: the one mapper --------------------------------
+
+
+_DRIVER_PACKAGES = frozenset({"asyncpg", "aiosqlite", "sqlite3"})
+
+
+def driver_error(engine: AsyncEngine, exc: BaseException) -> DatabaseUnavailableError | None:
+    """The typed error for a database, network or connection-pool failure of ``engine``
+    (``None`` when ``exc`` is none of those: a bug to let through).
+
+    Covers SQLAlchemy's driver errors, OS and network errors (refused, reset, broken
+    pipe, timeouts), the drivers' own exceptions when they escape SQLAlchemy's wrapping
+    (as some connect errors do with SQLAlchemy 2.0.x), and a pool that stayed full for
+    ``pool_timeout`` seconds (:class:`PoolTimeoutError`).
+    """
+    if isinstance(exc, PoolTimeout):
+        pool: Any = engine.sync_engine.pool  # a QueuePool: only it can time out
+        size = f"pool_size {pool.size()} + max_overflow {pool._max_overflow}"
+        timeout = pool.timeout()
+        return PoolTimeoutError(
+            f"no database connection became free within pool_timeout ({timeout} s) on"
+            f" {redact_url(engine.url)}: all {size} were in use; raise pool_size or"
+            " max_overflow (URL parameters or keyword arguments), or pool_timeout"
+        )
+    if isinstance(exc, (DBAPIError, OSError, DisconnectionError)) or (
+        type(exc).__module__.partition(".")[0] in _DRIVER_PACKAGES
+    ):
+        return database_error(engine.url, exc)
+    return None
+
+
+@contextlib.contextmanager
+def database_errors(engine: AsyncEngine) -> Iterator[None]:
+    """Re-raise database, network and pool failures of ``engine`` as typed errors
+    (:func:`driver_error`); this library's own errors and bugs pass unchanged. Usable
+    around ``await``s (``with``, not ``async with``)."""
+    try:
+        yield
+    except AdkSqlStoreError:
+        raise
+    except Exception as exc:
+        typed = driver_error(engine, exc)
+        if typed is None:
+            raise
+        raise typed from exc
+
+
+def database_error(url: str | URL, exc: BaseException) -> DatabaseUnavailableError:
+    """A :class:`DatabaseUnavailableError` describing a driver or network error on
+    ``url``, in one line, with passwords hidden."""
+    orig = getattr(exc, "orig", None) or exc
+    while orig.__cause__ is not None:  # the driver's own error, not an adapter's wrapper
+        orig = orig.__cause__
+    detail = (str(orig).splitlines() or [""])[0] or "(no message)"
+    if isinstance(orig, ConnectionError) or type(orig).__name__ in _CONNECTION_LOST:
+        detail += (
+            "; the connection was closed under the call: a server restart or failover, a"
+            " pooler, or a server timeout (idle_in_transaction_session_timeout,"
+            " idle_session_timeout); the server's log has the reason"
+        )
+    return DatabaseUnavailableError(
+        f"database error on {redact_url(url)}: {type(orig).__name__}: {detail}"
+    )
+
+
+_CONNECTION_LOST = frozenset({"ConnectionDoesNotExistError", "InterfaceError"})

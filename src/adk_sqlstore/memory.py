@@ -38,7 +38,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import queries, telemetry
 from .dialect import search_memories
-from .engine import ClosedOnExit
 from .errors import (
     AdkSqlStoreError,
     DatabaseUnavailableError,
@@ -48,6 +47,7 @@ from .errors import (
 from .models import Content, Event, MemoryEntry, Part, SearchMemoryResponse
 from .redaction import Redactor, build_filter
 from .sessions import SqlSessionService, write_completes
+from .store import ClosedOnExit
 from .text import indexed_text, search_scope, text_of, token_count, valid_unicode
 from .validation import check_identifier, check_json_value, check_text_field, check_timestamp
 

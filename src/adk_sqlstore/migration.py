@@ -20,9 +20,10 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import NullPool
 
-from .engine import WRITE_OPTION, create_engine, driver_error, redact_url
-from .errors import MigrationError, SchemaNotMigratedError
+from .engine import WRITE_OPTION, create_engine
+from .errors import MigrationError, SchemaNotMigratedError, driver_error
 from .schema import ALEMBIC_VERSION_TABLE
+from .urls import redact_url
 
 __all__ = [
     "HEAD_REVISION",

@@ -46,17 +46,7 @@ from .dialect import (
     purge_deleted_text,
     truncate_wal,
 )
-from .engine import (
-    ClosedOnExit,
-    configure_engine,
-    create_engine,
-    database_error,
-    dispose_engine,
-    driver_error,
-    engine_for_loop,
-    engine_views,
-    resolve_url,
-)
+from .engine import configure_engine, create_engine, dispose_engine, engine_for_loop, engine_views
 from .errors import (
     AlreadyExistsError,
     DatabaseUnavailableError,
@@ -65,10 +55,14 @@ from .errors import (
     SchemaNotMigratedError,
     SessionNotFoundError,
     StaleSessionError,
+    database_error,
+    driver_error,
 )
 from .migration import check_schema, upgrade
 from .models import Event, GetSessionConfig, ListSessionsResponse, Session
 from .state import ScopedDelta, drop_temp, merge_state, split_delta
+from .store import ClosedOnExit
+from .urls import resolve_url
 from .validation import (
     DEFAULT_MAX_EVENT_BYTES,
     DEFAULT_MAX_STATE_VALUE_BYTES,

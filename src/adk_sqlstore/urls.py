@@ -1,0 +1,409 @@
+"""Database URLs: every spelling the product accepts, resolved in one place, and the
+connection settings a URL may carry.
+
+The URL comes from the argument, else the ``ADK_SQLSTORE_DATABASE_URL`` environment
+variable, else an embedded SQLite file (see :func:`default_sqlite_path`). Every part of
+the product (``from_url``, the ADK classes, the command line, the environment variable)
+accepts the same spellings, resolved here by :func:`resolve_url`:
+
+- ``postgresql://`` (or ``postgres://``, or any ``postgresql+<driver>://``), mapped to
+  asyncpg; ``sqlite:///relative/to/cwd.db`` and ``sqlite:////absolute/path.db``, mapped
+  to aiosqlite; libpq's several hosts (``h1:5432,h2:5433``) for failover;
+- the same with ADK's service-URI prefix, ``sqlstore+postgresql://...`` or
+  ``sqlstore+sqlite:///...`` (what ADK's ``--session_service_uri`` needs);
+- ``sqlstore://``: the environment variable, else the embedded file;
+- an ``auto_migrate=true`` (or ``false``) query parameter on any of them, and the
+  connection settings of :data:`SETTINGS` (applied by
+  :func:`adk_sqlstore.engine.create_engine`).
+
+Passwords are replaced by ``***`` wherever a URL is shown.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+__all__ = [
+    "DATABASE_URL_ENV",
+    "DEFAULT_MAX_OVERFLOW",
+    "DEFAULT_POOL_SIZE",
+    "DEFAULT_SQLITE_BUSY_TIMEOUT",
+    "SETTINGS",
+    "DatabaseTarget",
+    "default_sqlite_path",
+    "describe_url",
+    "normalize_url",
+    "redact_url",
+    "resolve_url",
+    "split_settings",
+    "sqlite_path",
+]
+
+DATABASE_URL_ENV = "ADK_SQLSTORE_DATABASE_URL"
+DEFAULT_SQLITE_BUSY_TIMEOUT = 30.0  # seconds
+
+_ASYNC_DRIVERS = {"postgresql": "asyncpg", "sqlite": "aiosqlite"}
+
+
+def default_sqlite_path() -> Path:
+    """The embedded database file: ``$XDG_DATA_HOME/adk-sqlstore/adk_sqlstore.db``.
+
+    ``XDG_DATA_HOME`` defaults to ``~/.local/share``.
+    """
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "adk-sqlstore" / "adk_sqlstore.db"
+
+
+@dataclass(frozen=True)
+class DatabaseTarget:
+    """A resolved database URL.
+
+    Attributes:
+        url: the URL with an asyncio driver.
+        embedded: True when no URL was given anywhere and the embedded SQLite
+            default is used (the service may then migrate it by itself).
+    """
+
+    url: URL
+    embedded: bool
+    auto_migrate: bool | None = None
+
+    @property
+    def migrates_itself(self) -> bool:
+        """Whether services on this database upgrade its schema by themselves unless
+        told otherwise: as the URL's ``auto_migrate`` parameter says, else yes for
+        SQLite files (the embedded default included) and no for server databases,
+        which are never altered unless asked."""
+        if self.auto_migrate is not None:
+            return self.auto_migrate
+        return self.embedded or self.url.get_backend_name() == "sqlite"
+
+    @property
+    def display(self) -> str:
+        """The URL with its password replaced by ``***``."""
+        return redact_url(self.url)
+
+
+_SECRET_QUERY = re.compile(
+    r"((?:^|[?&;])(?:password|passwd|pwd|sslpassword|secret|token|api_key)=)[^&;#]*", re.I
+)
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://[^:/?#@]*:)(.*)(@[^@]*)$", re.S)
+
+
+def sqlite_path(url: URL) -> Path | None:
+    """The absolute path of the SQLite database file ``url`` names (``None`` for a
+    server or an in-memory database); a relative path is resolved against the working
+    directory, as SQLite does."""
+    database = url.database or ""
+    if url.get_backend_name() != "sqlite" or database in ("", ":memory:"):
+        return None
+    if database.startswith("file:"):
+        database = database[len("file:") :].split("?", 1)[0]
+    return Path(database).absolute()
+
+
+def describe_url(url: URL) -> str:
+    """Where the data of ``url`` lives, for a message: ``SQLite file /abs/path.db``, or
+    the URL with its password hidden."""
+    path = sqlite_path(url)
+    return f"SQLite file {path}" if path is not None else redact_url(url)
+
+
+def redact_url(url: str | URL) -> str:
+    """Render ``url`` with every password hidden (``***``): the one after ``user:``
+    and those in query parameters such as ``?password=``. Never raises."""
+    if isinstance(url, URL):
+        text = url.render_as_string(hide_password=True)
+    else:
+        try:
+            make_url(url)
+        except Exception:  # unparsable: hide everything before the last "@"
+            scheme, sep, rest = url.partition("://")
+            if not sep or "@" not in rest:
+                return "<unparsable database URL>"
+            text = f"{scheme}://***@{rest.rsplit('@', 1)[1]}"
+        else:
+            # Everything between "user:" and the last "@" is the password, whatever it holds.
+            text = _USERINFO.sub(r"\1***\3", url)
+    return _SECRET_QUERY.sub(r"\1***", text)
+
+
+SERVICE_SCHEME = "sqlstore"
+"""The scheme of ADK service URIs: ``sqlstore://`` and ``sqlstore+<database URL>``."""
+
+AUTO_MIGRATE_PARAMETER = "auto_migrate"
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _split_options(url: str) -> tuple[str, bool | None]:
+    """``url`` without the ``sqlstore+`` prefix and the ``auto_migrate`` parameter,
+    and that parameter's value (``None`` when absent).
+
+    Raises:
+        ValueError: ``auto_migrate`` is neither true nor false.
+    """
+    if url.startswith(SERVICE_SCHEME + "+"):
+        url = url[len(SERVICE_SCHEME) + 1 :]
+    base, sep, query = url.partition("?")
+    if not sep:
+        return url, None
+    auto: bool | None = None
+    kept = []
+    for pair in query.split("&"):
+        key, _, value = pair.partition("=")
+        if key != AUTO_MIGRATE_PARAMETER:
+            if pair:
+                kept.append(pair)
+        elif value.lower() in _TRUE:
+            auto = True
+        elif value.lower() in _FALSE:
+            auto = False
+        else:
+            raise ValueError(
+                f"database URL {redact_url(url)!r}: auto_migrate={value!r} is neither true"
+                " nor false"
+            )
+    return base + ("?" + "&".join(kept) if kept else ""), auto
+
+
+def _is_service_default(url: str) -> bool:
+    """Whether ``url`` is ``sqlstore://`` (with nothing after the scheme but options)."""
+    return url.partition("?")[0] in (SERVICE_SCHEME + "://", SERVICE_SCHEME + ":")
+
+
+_MULTIHOST = re.compile(
+    r"^(?P<scheme>[A-Za-z][\w+.\-]*://)(?P<userinfo>[^@/?#]*@)?(?P<hosts>[^@/?#]*,[^@/?#]*)"
+    r"(?P<rest>[/?].*)?$",
+    re.S,
+)
+
+
+def _multihost(url: str) -> str:
+    """libpq's several-hosts form, ``postgresql://u:p@h1:5432,h2:5433/db``, written as
+    SQLAlchemy takes it for asyncpg: ``postgresql://u:p@/db?host=h1:5432&host=h2:5433``
+    (asyncpg tries the hosts in order; with ``target_session_attrs=read-write`` it
+    skips standbys, so the service follows a failover)."""
+    match = _MULTIHOST.match(url)
+    if match is None:
+        return url
+    path, _, query = (match["rest"] or "/").partition("?")
+    hosts = "&".join(f"host={host}" for host in match["hosts"].split(",") if host)
+    return f"{match['scheme']}{match['userinfo'] or ''}{path or '/'}?{hosts}" + (
+        f"&{query}" if query else ""
+    )
+
+
+def normalize_url(url: str | URL) -> URL:
+    """Map a URL to its asyncio driver: ``postgresql://`` to asyncpg, ``sqlite://``
+    to aiosqlite (``postgres://`` is accepted as ``postgresql://``, and ADK's
+    ``sqlstore+`` prefix and an ``auto_migrate`` parameter are dropped; see
+    :func:`resolve_url` for ``sqlstore://``).
+
+    Raises:
+        ValueError: the URL cannot be parsed or names another database; the message
+            shows the URL with its password hidden.
+    """
+    if isinstance(url, str):
+        if _is_service_default(url):
+            return resolve_url(url).url
+        url, _ = _split_options(url)
+    if isinstance(url, str) and url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://") :]
+    if isinstance(url, str) and url.startswith("postgresql"):
+        url = _multihost(url)
+    if isinstance(url, str) and "://" not in url:
+        shown = repr(url) if "@" not in url else "(hidden: it may hold a password)"
+        if url.startswith("sqlite:"):
+            raise ValueError(
+                f"SQLite URL {shown} needs three slashes: sqlite:///relative/to/cwd.db or"
+                " sqlite:////absolute/path.db"
+            )
+        raise ValueError(
+            f"database URL {shown} has no scheme: use postgresql://user@host/db or"
+            " sqlite:///path/to.db"
+        )
+    if isinstance(url, str) and not url.startswith("sqlite") and url.count("@") > 1:
+        raise ValueError(
+            f"database URL {redact_url(url)!r} has more than one '@': percent-encode '@' in"
+            " user names and passwords as %40 (and ':' '/' '?' '#' '%' and spaces too)"
+        )
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
+        raise ValueError(_why_invalid(str(url))) from None
+    backend = parsed.get_backend_name()
+    driver = _ASYNC_DRIVERS.get(backend)
+    if driver is None and backend.startswith(SERVICE_SCHEME):
+        raise ValueError(
+            f"{redact_url(parsed)!r} is not a URL adk-sqlstore reads: write sqlstore:// (the"
+            " default database), sqlstore+postgresql://user:pass@host/db or"
+            " sqlstore+sqlite:///path.db"
+        )
+    if driver is None:
+        raise ValueError(
+            f"unsupported database {backend!r} in {redact_url(parsed)!r}: adk-sqlstore runs"
+            " on PostgreSQL (postgresql://) and SQLite (sqlite:///path)"
+        )
+    if backend == "sqlite" and parsed.host:
+        raise ValueError(
+            f"SQLite URL {redact_url(parsed)!r} names a host: write sqlite:///relative.db"
+            " (three slashes) or sqlite:////absolute/path.db (four)"
+        )
+    try:
+        port = parsed.port
+    except ValueError:
+        port = -1
+    if port is not None and not 0 < port < 65536:
+        raise ValueError(f"database URL {redact_url(parsed)!r} has no valid port (1-65535)")
+    if backend == "postgresql":
+        parsed = _asyncpg_query(parsed)
+    if parsed.get_driver_name() != driver:
+        parsed = parsed.set(drivername=f"{backend}+{driver}")
+    return parsed
+
+
+def _why_invalid(url: str) -> str:
+    """A one-line reason why SQLAlchemy cannot parse ``url`` (password hidden)."""
+    host = url.partition("://")[2].rsplit("@", 1)[-1].split("/", 1)[0].split("?", 1)[0]
+    port = host.rpartition(":")[2] if ":" in host and not host.endswith("]") else ""
+    if port and not port.isdigit():
+        return f"database URL {redact_url(url)!r}: the port {port!r} is not a number (1-65535)"
+    return (
+        f"invalid database URL {redact_url(url)!r}: the form is"
+        " postgresql://user:password@host:port/database, with '@' ':' '/' '?' '#' '%' and"
+        " spaces in the user name or password percent-encoded"
+    )
+
+
+_ASYNCPG_QUERY = {
+    "host",
+    "port",
+    "user",
+    "password",
+    "database",
+    "passfile",
+    "ssl",
+    "target_session_attrs",
+    "prepared_statement_cache_size",
+}
+
+
+def _asyncpg_query(url: URL) -> URL:
+    """The URL's query as asyncpg takes it: libpq's ``sslmode`` becomes ``ssl`` (same
+    values: disable, allow, prefer, require, verify-ca, verify-full); parameters
+    asyncpg does not take raise ``ValueError`` here, not a ``TypeError`` at connect."""
+    query = dict(url.query)
+    if "sslmode" in query:
+        query.setdefault("ssl", query.pop("sslmode"))
+        query.pop("sslmode", None)
+    unknown = sorted(set(query) - _ASYNCPG_QUERY - set(SETTINGS))
+    if unknown:
+        taken = sorted(_ASYNCPG_QUERY | {"sslmode"} | set(SETTINGS) - {"sqlite_busy_timeout"})
+        raise ValueError(
+            f"database URL {redact_url(url)!r}: adk-sqlstore and its PostgreSQL driver"
+            f" (asyncpg) do not take {', '.join(unknown)}; they take {', '.join(taken)}"
+        )
+    return url.set(query=query) if query != dict(url.query) else url
+
+
+def resolve_url(url: str | URL | None = None) -> DatabaseTarget:
+    """Resolve the database: ``url``, else ``$ADK_SQLSTORE_DATABASE_URL``, else the
+    embedded SQLite file (whose folder is created).
+
+    Every spelling of the module docstring is accepted, in ``url`` and in the
+    environment variable alike; ``sqlstore://`` (or ``None``) means the environment
+    variable, else the embedded file. An ``auto_migrate`` parameter on ``sqlstore://``
+    applies to whatever it resolves to.
+
+    Raises:
+        ValueError: the URL is invalid or names an unsupported database (the message
+            hides the password).
+    """
+    auto: bool | None = None
+    for candidate in (url, os.environ.get(DATABASE_URL_ENV, "").strip() or None):
+        if isinstance(candidate, str):
+            candidate, given = _split_options(candidate)
+            auto = given if auto is None else auto  # the argument's choice first
+            if _is_service_default(candidate):
+                continue
+        if candidate is not None:
+            return DatabaseTarget(normalize_url(candidate), embedded=False, auto_migrate=auto)
+    path = default_sqlite_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return DatabaseTarget(normalize_url(f"sqlite:///{path}"), embedded=True, auto_migrate=auto)
+
+
+def _positive(name: str, value: str) -> float:
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+    return number
+
+
+def _count(name: str, value: str, least: int) -> int:
+    number = int(value)
+    if number < least:
+        raise ValueError(f"{name} must be an integer of at least {least}, not {value!r}")
+    return number
+
+
+def _flag(name: str, value: str) -> bool:
+    if value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    raise ValueError(f"{name} must be true or false, not {value!r}")
+
+
+def _duration(name: str, value: str) -> str:
+    if not re.fullmatch(r"\d+\s*(ms|s|min|h|d)?", value.strip()):
+        raise ValueError(f"{name} must be milliseconds or a duration such as 30s, not {value!r}")
+    return value.strip()
+
+
+SETTINGS: dict[str, Callable[[str, str], Any]] = {
+    "pool_size": lambda n, v: _count(n, v, 1),
+    "max_overflow": lambda n, v: _count(n, v, 0),
+    "pool_timeout": _positive,
+    "pool_recycle": _positive,
+    "pool_pre_ping": _flag,
+    "statement_timeout": _duration,
+    "command_timeout": _positive,
+    "search_path": lambda n, v: v,
+    "pgbouncer": _flag,
+    "sqlite_busy_timeout": _positive,
+}
+"""Connection settings taken as URL query parameters (``?pool_size=5``) and as keyword
+arguments of ``create_engine``/``from_url`` (which win), converted by these functions.
+See :func:`create_engine` for what each does."""
+
+DEFAULT_POOL_SIZE = 5  # measured: see engine.create_engine and benchmarks/pool_sizes.py
+DEFAULT_MAX_OVERFLOW = 0
+
+
+def split_settings(url: URL) -> tuple[URL, dict[str, Any]]:
+    """``url`` without this library's connection settings, and those settings.
+
+    Raises:
+        ValueError: a setting's value is not of its kind (naming it, password hidden).
+    """
+    query = dict(url.query)
+    settings: dict[str, Any] = {}
+    for name in SETTINGS.keys() & query.keys():
+        raw = query.pop(name)
+        value = raw[-1] if isinstance(raw, tuple) else raw
+        try:
+            settings[name] = SETTINGS[name](name, value)
+        except ValueError as exc:
+            raise ValueError(f"database URL {redact_url(url)!r}: {exc}") from None
+    return (url.set(query=query) if settings else url), settings
