@@ -69,12 +69,12 @@ def test_one_service_from_asyncio_run_twice_and_from_threads(db_url: str, classe
     # Two loops, one after the other.
     assert asyncio.run(_work(sessions, memory, "first-run")) == 5
     assert asyncio.run(_work(sessions, memory, "second-run")) == 5
-    # Four threads, each with a loop of its own, at the same time.
+    # Six threads, each with a loop of its own, at the same time.
     results: list[Any] = []
 
     async def busy(n: int) -> list[int]:  # several tasks of one loop at once
         return list(
-            await asyncio.gather(*(_work(sessions, memory, f"thread-{n}-{k}") for k in range(3)))
+            await asyncio.gather(*(_work(sessions, memory, f"thread-{n}-{k}") for k in range(5)))
         )
 
     def in_thread(n: int) -> None:
@@ -83,12 +83,13 @@ def test_one_service_from_asyncio_run_twice_and_from_threads(db_url: str, classe
         except Exception as exc:  # reported below
             results.append(exc)
 
-    threads = [threading.Thread(target=in_thread, args=(n,)) for n in range(4)]
+    # 30 tasks at once: more than a pool holds, so tasks of several loops wait on it
+    threads = [threading.Thread(target=in_thread, args=(n,)) for n in range(6)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=120)
-    assert results == [[5, 5, 5]] * 4, results
+    assert results == [[5] * 5] * 6, results
 
     # And the loop the test runs last: everything written above is there.
     async def everything() -> list[str]:
@@ -96,7 +97,7 @@ def test_one_service_from_asyncio_run_twice_and_from_threads(db_url: str, classe
         return sorted(s.user_id for s in listed.sessions)
 
     assert asyncio.run(everything()) == sorted(
-        ["first-run", "second-run", *(f"thread-{n}-{k}" for n in range(4) for k in range(3))]
+        ["first-run", "second-run", *(f"thread-{n}-{k}" for n in range(6) for k in range(5))]
     )
     if make_url(db_url).get_backend_name() == "postgresql" and "pgbouncer" not in db_url:
         # Each loop's connections were closed as its asyncio.run ended: none is left
