@@ -72,6 +72,25 @@ def test_behind_pgbouncer_in_transaction_mode(
     assert asyncio.run(run("core")) == [(8, 8)] * 12
     assert asyncio.run(run("adk")) == [(8, 8)] * 12
 
+    async def prepared_left() -> set[int]:
+        """Statements left prepared on the pooler's server connections (asked through
+        it, once per server connection and more: it hands out any)."""
+        import asyncpg
+
+        plain = url.replace("?pgbouncer=true", "").replace("&pgbouncer=true", "")
+        conn = await asyncpg.connect(plain, statement_cache_size=0)
+        try:
+            return {
+                int(await conn.fetchval("SELECT count(*) FROM pg_prepared_statements"))
+                for _ in range(30)
+            }
+        finally:
+            await conn.close()
+
+    # Unnamed statements: nothing piles up on the server (it did with named ones: a
+    # backend held thousands, and its memory grew with them).
+    assert run_sync(prepared_left()) == {0}
+
 
 @pytest.mark.postgres
 async def test_pool_settings_from_the_url_and_a_full_pool_fails_typed(postgres_url: str) -> None:

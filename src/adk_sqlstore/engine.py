@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import copy
 import threading
-import uuid
 import weakref
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
@@ -73,10 +72,10 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
       gives up waiting for one;
     - ``search_path`` (PostgreSQL): the schema(s) the tables live in, e.g. ``agents``;
     - ``pgbouncer=true``: behind a pooler in transaction mode (PgBouncer, Supabase's,
-      many managed offerings): no prepared statements are reused and every statement
-      runs inside a transaction. Session settings (``search_path``,
-      ``statement_timeout``) do not pass through such a pooler: set them on the role
-      (``ALTER ROLE ... SET``);
+      many managed offerings): statements are prepared unnamed, never reused or left
+      on a server connection, and every statement runs inside a transaction. Session
+      settings (``search_path``, ``statement_timeout``) do not pass through such a
+      pooler: set them on the role (``ALTER ROLE ... SET``);
     - ``sqlite_busy_timeout`` (seconds, default 30): how long an SQLite writer waits
       for the lock.
 
@@ -126,6 +125,11 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
     return engine
 
 
+def _unnamed() -> str:
+    """asyncpg's name for an unnamed prepared statement."""
+    return ""
+
+
 def _postgres_options(settings: dict[str, Any], kwargs: dict[str, Any]) -> None:
     """The engine and asyncpg arguments for PostgreSQL ``settings``."""
     if "poolclass" not in kwargs:
@@ -141,13 +145,14 @@ def _postgres_options(settings: dict[str, Any], kwargs: dict[str, Any]) -> None:
         connect_args.setdefault("command_timeout", settings["command_timeout"])
     if settings.get("pgbouncer"):
         # A transaction pooler hands each transaction to any server connection: a
-        # statement prepared on one is unknown to the next. asyncpg's own cache off,
-        # SQLAlchemy's too, and each statement prepared under a name of its own.
+        # statement prepared on one is unknown to the next, and one left prepared there
+        # stays for the server connection's life (asyncpg closes it later, through
+        # whichever connection the pooler then gives). So: no caches, and every
+        # statement unnamed (name ""), which the next statement replaces on the server;
+        # prepared and run inside one transaction, on one server connection.
         connect_args.setdefault("statement_cache_size", 0)
         connect_args.setdefault("prepared_statement_cache_size", 0)
-        connect_args.setdefault(
-            "prepared_statement_name_func", lambda: f"__adk_sqlstore_{uuid.uuid4().hex}__"
-        )
+        connect_args.setdefault("prepared_statement_name_func", _unnamed)
     if not server:
         del connect_args["server_settings"]
     if not connect_args:
