@@ -365,6 +365,23 @@ def test_source_paths_with_characters_uris_escape(tmp_path: Path, db_url: str) -
     source.chmod(0o644)
 
 
+@pytest.mark.postgres
+def test_a_source_url_takes_the_stores_settings(
+    postgres_factory: Any, pgbouncer: Any, sqlite_url: str
+) -> None:
+    """``--source`` takes connection settings as the store's URLs do: a timeout, and a
+    pooler in transaction mode (``?pgbouncer=true``)."""
+    url = postgres_factory.create(migrate=False)
+    theirs = run_sync(_written(DatabaseSessionService(db_url=_adk_url(url))))
+    timed = f"{url}{'&' if '?' in url else '?'}statement_timeout=30s"
+    assert f"copied {theirs.counts()}" in _import(timed, sqlite_url)
+    again = _import(pgbouncer.url(url), sqlite_url)  # through the pooler, twice
+    assert "copied 0 session(s)" in again and "4 session(s) already there" in again
+    again = _import(pgbouncer.url(url), sqlite_url)
+    assert "4 session(s) already there" in again
+    _assert_same(theirs, run_sync(_ours(sqlite_url)))
+
+
 def test_import_adk_needs_no_url_in_argv_for_target(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -40,9 +40,10 @@ from sqlalchemy import Select, column, func, inspect, select, table, text, tuple
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 
+from .engine import postgres_options
 from .errors import MigrationError
 from .models import GetSessionConfig
-from .urls import normalize_url, redact_url
+from .urls import normalize_url, redact_url, split_settings
 
 try:
     from google.adk.events import Event as AdkEvent
@@ -94,14 +95,24 @@ class ImportReport:
 
 
 def open_source(url: str) -> AsyncEngine:
-    """An engine on the ADK database, read-only for SQLite (nothing is written to it)."""
-    parsed = normalize_url(url)
+    """An engine on the ADK database, read-only for SQLite (nothing is written to it).
+
+    The URL takes the same spellings and connection settings as the store's
+    (``?pgbouncer=true`` behind a pooler, ``?search_path=...`` for a schema).
+
+    Raises:
+        ValueError: the URL or a setting is invalid.
+    """
+    parsed, settings = split_settings(normalize_url(url))
+    kwargs: dict[str, Any] = {}
+    if parsed.get_backend_name() == "postgresql":
+        postgres_options(settings, kwargs)
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
         # An SQLite URI filename: "?", "#" and "%" in the path must be escaped, or the
         # path is cut short there (and mode=ro lost).
         path = quote(parsed.database or "", safe="/")
         parsed = parsed.set(database=f"file:{path}?mode=ro", query={**parsed.query, "uri": "true"})
-    return create_async_engine(parsed)
+    return create_async_engine(parsed, **kwargs)
 
 
 def _shown(url: URL) -> str:

@@ -43,6 +43,7 @@ __all__ = [
     "dispose_engine",
     "engine_for_loop",
     "engine_views",
+    "postgres_options",
 ]
 
 WRITE_OPTION = "adk_sqlstore_write"
@@ -94,7 +95,7 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
         if name in settings:
             kwargs.setdefault(name, settings[name])
     if backend == "postgresql":
-        _postgres_options(settings, kwargs)
+        postgres_options(settings, kwargs)
     elif backend == "sqlite":
         database = normalized.database or ""
         if database and database != ":memory:" and not database.startswith("file:"):
@@ -130,8 +131,9 @@ def _unnamed() -> str:
     return ""
 
 
-def _postgres_options(settings: dict[str, Any], kwargs: dict[str, Any]) -> None:
-    """The engine and asyncpg arguments for PostgreSQL ``settings``."""
+def postgres_options(settings: dict[str, Any], kwargs: dict[str, Any]) -> None:
+    """Add to ``kwargs`` (of ``create_async_engine``) the engine and asyncpg arguments
+    of PostgreSQL connection ``settings`` (:data:`adk_sqlstore.urls.SETTINGS`)."""
     if "poolclass" not in kwargs:
         kwargs.setdefault("pool_size", DEFAULT_POOL_SIZE)
         kwargs.setdefault("max_overflow", DEFAULT_MAX_OVERFLOW)
