@@ -322,3 +322,36 @@ def test_sqlstore_postgresql_uri_with_auto_migrate(
 ) -> None:
     uri = "sqlstore+" + postgres_factory.create(migrate=False) + "?auto_migrate=true"
     _session_survives_a_restart(server(uri))
+
+
+@pytest.mark.postgres
+def test_sqlstore_postgresql_uri_in_a_schema_of_its_own(
+    server: Any, postgres_factory: PostgresFactory
+) -> None:
+    """``?search_path=agents``: migrated there, the server starts on it (its start-up
+    check reads that schema), and the command it names keeps the setting."""
+    import asyncpg
+
+    from .conftest import run_sync
+
+    url = postgres_factory.create(migrate=False)
+
+    async def schema() -> None:
+        conn = await asyncpg.connect(make_url(url).render_as_string(hide_password=False))
+        try:
+            await conn.execute("CREATE SCHEMA agents")
+        finally:
+            await conn.close()
+
+    run_sync(schema())
+    uri = f"sqlstore+{url}{'&' if '?' in url else '?'}search_path=agents"
+    printed = server(uri).start_fails()  # not migrated yet: the command keeps search_path
+    assert "search_path=agents" in printed and "adk-sqlstore migrate --url" in printed
+    migrate = subprocess.run(
+        [str(Path(sys.executable).with_name("adk-sqlstore")), "migrate", "--url", uri],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert migrate.returncode == 0, migrate.stdout + migrate.stderr
+    _session_survives_a_restart(server(uri))

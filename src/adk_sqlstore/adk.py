@@ -65,6 +65,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a process without 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import errors, queries
+from .engine import given_url
 from .memory import IngestReport, MemoryCheckpoint
 from .memory import SqlMemoryService as CoreMemoryService
 from .migration import check_schema_at_startup
@@ -160,9 +161,9 @@ def _from_uri(
     """
     by_adk_server = kwargs.pop("agents_dir", None) is not None
     service = _AdkModels.from_url(uri, auto_migrate=auto_migrate, **limits, **kwargs)
-    logger.info("adk-sqlstore %s: %s", kind, describe_url(service.engine.url))
+    logger.info("adk-sqlstore %s: %s", kind, describe_url(given_url(service.engine)))
     if by_adk_server and not service.auto_migrate:
-        check_schema_at_startup(service.engine.url)
+        check_schema_at_startup(service.engine)
     return service
 
 

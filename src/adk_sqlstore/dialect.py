@@ -21,6 +21,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.dml import Insert
 
+from .engine import given_url
 from .text import MAX_QUERY_CHARS, query_terms, search_scope, valid_unicode
 
 __all__ = [
@@ -224,8 +225,11 @@ _PG_LEXEMES = text("SELECT DISTINCT lexeme FROM unnest(to_tsvector('english'::re
 
 # The commonest lexemes of the column and their share of rows (kept by ANALYZE).
 _PG_COMMON = text(
-    "SELECT CAST(CAST(most_common_elems AS TEXT) AS TEXT[]), most_common_elem_freqs"
-    " FROM pg_stats WHERE tablename = 'sqlstore_memories' AND attname = 'search_vector'"
+    "SELECT CAST(CAST(s.most_common_elems AS TEXT) AS TEXT[]), s.most_common_elem_freqs"
+    " FROM pg_stats s WHERE s.tablename = 'sqlstore_memories' AND s.attname = 'search_vector'"
+    # the table the search_path resolves to, not a namesake in another schema
+    " AND s.schemaname = (SELECT n.nspname FROM pg_class c JOIN pg_namespace n"
+    " ON n.oid = c.relnamespace WHERE c.oid = CAST('sqlstore_memories' AS regclass))"
 )
 _COMMON_TTL = 300.0  # seconds a process keeps those statistics
 _common_cache: dict[str, tuple[float, dict[str, float]]] = {}
@@ -233,7 +237,7 @@ _common_cache: dict[str, tuple[float, dict[str, float]]] = {}
 
 async def _common_lexemes(conn: AsyncConnection) -> dict[str, float]:
     """Lexeme -> share of memories holding it, for the commonest lexemes (cached)."""
-    key = conn.engine.url.render_as_string(hide_password=True)
+    key = given_url(conn.engine).render_as_string(hide_password=True)  # with search_path
     cached = _common_cache.get(key)
     if cached and cached[0] > time.monotonic():
         return cached[1]

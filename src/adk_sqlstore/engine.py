@@ -43,6 +43,7 @@ __all__ = [
     "dispose_engine",
     "engine_for_loop",
     "engine_views",
+    "given_url",
     "postgres_options",
 ]
 
@@ -88,7 +89,8 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
     Raises:
         ValueError: the URL or a setting is invalid, or the driver is not installed.
     """
-    normalized, settings = split_settings(normalize_url(url))
+    given = normalize_url(url)
+    normalized, settings = split_settings(given)
     settings.update({name: kwargs.pop(name) for name in SETTINGS.keys() & kwargs.keys()})
     backend = normalized.get_backend_name()
     for name in ("pool_size", "max_overflow", "pool_timeout", "pool_recycle", "pool_pre_ping"):
@@ -123,7 +125,21 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
         sqlite_busy_timeout=settings.get("sqlite_busy_timeout", DEFAULT_SQLITE_BUSY_TIMEOUT),
         pgbouncer=settings.get("pgbouncer", False),
     )
+    engine.sync_engine.__dict__[_GIVEN_URL] = given
     return engine
+
+
+_GIVEN_URL = "_adk_sqlstore_url"
+
+
+def given_url(engine: AsyncEngine) -> URL:
+    """The URL ``engine`` was made from, with this library's settings (which the
+    engine's own ``url`` lacks): for messages and the command a user should run."""
+    sync: Any = engine.sync_engine
+    while _GIVEN_URL not in sync.__dict__ and hasattr(sync, "_proxied"):
+        sync = sync._proxied  # an engine with execution options: the one it wraps
+    url: URL = sync.__dict__.get(_GIVEN_URL, engine.url)
+    return url
 
 
 def _unnamed() -> str:

@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import inspect, text
-from sqlalchemy.engine import URL, Connection
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.pool import NullPool
 
-from .engine import WRITE_OPTION, create_engine
+from .engine import WRITE_OPTION, engine_for_loop, given_url
 from .errors import MigrationError, SchemaNotMigratedError, driver_error
 from .schema import ALEMBIC_VERSION_TABLE
 from .urls import redact_url
@@ -167,7 +166,8 @@ async def check_schema(engine: AsyncEngine) -> None:
     current = await current_revision(engine)
     if current == HEAD_REVISION:
         return
-    plain = redact_url(engine.url.set(drivername=engine.url.get_backend_name()))
+    url = given_url(engine)
+    plain = redact_url(url.set(drivername=url.get_backend_name()))
     if current is not None and current not in REVISIONS:
         async with engine.connect() as conn:
             raise await conn.run_sync(_newer_database, current)
@@ -188,9 +188,10 @@ async def check_schema(engine: AsyncEngine) -> None:
     )
 
 
-def check_schema_at_startup(url: URL) -> None:
+def check_schema_at_startup(engine: AsyncEngine) -> None:
     """:func:`check_schema` from synchronous code (a server building its services), on
-    a short-lived connection of its own in a worker thread with its own event loop.
+    ``engine`` (its settings, such as ``search_path``, included) from a worker thread
+    with an event loop of its own (whose connections close when it ends).
 
     Raises:
         SchemaNotMigratedError: the database is not at :data:`HEAD_REVISION`. A database
@@ -198,16 +199,14 @@ def check_schema_at_startup(url: URL) -> None:
     """
 
     async def check() -> None:
-        engine = create_engine(url, poolclass=NullPool)
+        target = engine_for_loop(engine)
         try:
-            await check_schema(engine)
+            await check_schema(target)
         except SchemaNotMigratedError:
             raise
         except Exception as exc:
-            if driver_error(engine, exc) is None:
+            if driver_error(target, exc) is None:
                 raise
-        finally:
-            await engine.dispose()
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         pool.submit(asyncio.run, check()).result()
