@@ -685,6 +685,37 @@ async def test_forget_user_leaves_nothing_of_the_user_in_pg_stats(postgres_url: 
             assert (await conn.execute(find)).scalar_one() == 0
 
 
+@pytest.mark.postgres
+async def test_forget_user_clears_the_statistics_of_tables_it_leaves_empty(
+    postgres_url: str,
+) -> None:
+    """ANALYZE leaves an empty table's statistics as they were: when the forgotten user
+    was the only one with events and memories, those tables' old statistics still named
+    them (a fresh-user review). They are deleted (the test server's role may)."""
+    async with SqlMemoryService.from_url(postgres_url) as memory:
+        sessions = memory.sessions
+        for n in range(20):  # others: sessions only
+            await sessions.create_session(app_name=APP, user_id=f"other-{n}")
+        for n in range(30):
+            s = await sessions.create_session(app_name=APP, user_id="zlonevictimq")
+            await sessions.append_event(s, turn(f"glimmerwick {n} snorplet"))
+            await memory.add_session_to_memory(s)
+        find = text(
+            "SELECT count(*) FROM pg_stats WHERE tablename LIKE 'sqlstore_%' AND ("
+            " coalesce(most_common_vals::text, '') || coalesce(most_common_elems::text, '')"
+            " || coalesce(histogram_bounds::text, '')) ~ '(zlonevictimq|glimmerwick|snorplet)'"
+        )
+        async with memory.engine.connect() as conn:
+            tables = ", ".join(
+                f"sqlstore_{t}" for t in ("sessions", "events", "memories", "session_state")
+            )
+            await conn.execute(text(f"ANALYZE {tables}, sqlstore_memory_ingestions"))
+            assert (await conn.execute(find)).scalar_one() > 0  # listed before
+        await memory.forget_user(app_name=APP, user_id="zlonevictimq")
+        async with memory.engine.connect() as conn:
+            assert (await conn.execute(find)).scalar_one() == 0
+
+
 async def test_add_memory_takes_dicts_and_refuses_what_is_not_a_memory(
     memory: SqlMemoryService,
 ) -> None:

@@ -11,7 +11,7 @@ import math
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from sqlalchemy import Table, bindparam, or_, text
@@ -27,6 +27,7 @@ from .text import MAX_QUERY_CHARS, query_terms, search_scope, valid_unicode
 __all__ = [
     "BM25_B",
     "BM25_K1",
+    "Purge",
     "is_unique_violation",
     "purge_deleted_text",
     "search_memories",
@@ -694,7 +695,23 @@ def _sqlite_purge(db: sqlite3.Connection, wait: float) -> bool:
     return _sqlite_truncate_wal(db, wait)
 
 
-async def purge_deleted_text(conn: AsyncConnection, *, wait: float = WAL_PURGE_WAIT) -> bool:
+@dataclass
+class Purge:
+    """What :func:`purge_deleted_text` could not clear yet.
+
+    Attributes:
+        wal_pending: SQLite: a reader of an older snapshot kept the old pages, in the
+            write-ahead log and the file, until it ends (see :func:`truncate_wal`).
+        stale_statistics: PostgreSQL: tables left with no rows whose old statistics
+            remain in ``pg_stats`` (ANALYZE leaves an empty table's statistics as they
+            were, and only a superuser may delete them).
+    """
+
+    wal_pending: bool = False
+    stale_statistics: list[str] = field(default_factory=list)
+
+
+async def purge_deleted_text(conn: AsyncConnection, *, wait: float = WAL_PURGE_WAIT) -> Purge:
     """Make deleted text unrecoverable where the database leaves it behind (after a
     user is forgotten; ``conn`` outside any transaction).
 
@@ -702,23 +719,41 @@ async def purge_deleted_text(conn: AsyncConnection, *, wait: float = WAL_PURGE_W
     merged ("optimize", which rewrites the whole index: 0.08 s for 100,000 short
     memories on a 2-vCPU machine); with ``secure_delete`` on (every connection) the
     freed pages are zeroed; then the write-ahead log, which still holds the pages as
-    they were, is checkpointed and truncated. A reader of an older snapshot (another
-    connection inside a read) still needs those pages: the log is emptied at once when
-    there is none, after up to ``wait`` seconds when one ends meanwhile, and otherwise
-    not now (``False``; call :func:`truncate_wal` again later).
+    they were, is checkpointed into the file and truncated. A reader of an older
+    snapshot (another connection inside a read) still needs those pages: the log is
+    emptied at once when there is none, after up to ``wait`` seconds when one ends
+    meanwhile, and otherwise not now (``wal_pending``; until then the old pages are in
+    the log and the file: call :func:`truncate_wal` again later).
 
     PostgreSQL: the statistics of the user tables are refreshed (ANALYZE), so that
-    ``pg_stats`` no longer lists the user's id or words among the most common values;
-    the deleted rows themselves stay in the table files until (auto)VACUUM.
-
-    Returns:
-        Whether nothing of the deleted text is left in SQLite's write-ahead log (always
-        ``True`` on PostgreSQL).
+    ``pg_stats`` no longer lists the user's id or words among the most common values.
+    ANALYZE leaves the statistics of a table that has no rows left as they were: those
+    are deleted where the role may (a superuser), else reported (``stale_statistics``).
+    The deleted rows themselves stay in the table files until (auto)VACUUM.
     """
     if conn.dialect.name == "sqlite":
-        return await _in_sqlite_thread(conn, _sqlite_purge, wait)
+        return Purge(wal_pending=not await _in_sqlite_thread(conn, _sqlite_purge, wait))
     await conn.execute(text(f"ANALYZE {', '.join(_USER_TABLES)}"))
-    return True
+    empty = [
+        table
+        for table in _USER_TABLES
+        if not (await conn.execute(text(f"SELECT EXISTS (SELECT 1 FROM {table})"))).scalar()
+    ]
+    if not empty:
+        return Purge()
+    may_delete = (
+        await conn.execute(text("SELECT rolsuper FROM pg_roles WHERE rolname = current_user"))
+    ).scalar()
+    if not may_delete:
+        return Purge(stale_statistics=empty)
+    await conn.execute(
+        text(
+            "DELETE FROM pg_catalog.pg_statistic"
+            " WHERE starelid = ANY (CAST(CAST(:tables AS TEXT[]) AS regclass[]))"
+        ),
+        {"tables": empty},
+    )
+    return Purge()
 
 
 async def truncate_wal(conn: AsyncConnection, *, wait: float = 0.0) -> bool:

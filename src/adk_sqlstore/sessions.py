@@ -719,15 +719,19 @@ class SqlSessionService(ClosedOnExit):
 
         Where copies remain afterwards, and for how long:
 
-        - SQLite: the FTS index is merged and freed pages are zeroed, so the file holds
-          none of the text. The write-ahead log is emptied before this returns, unless
-          another connection is in the middle of a read of an older snapshot (which
-          still needs the old pages): then it waits up to 1 s for that read to end,
-          returns, logs a warning, and empties the log at this service's next write or
-          :meth:`close` (or SQLite's own next full checkpoint).
+        - SQLite: the FTS index is merged, freed pages are zeroed and the write-ahead
+          log is checkpointed and emptied before this returns: no file holds the text.
+          Unless another connection is in the middle of a read of an older snapshot,
+          which still needs the old pages: then it waits up to 1 s for that read to
+          end, returns, logs a warning, and the file and its log keep the old pages
+          until that read ends and this service (or any on the engine) writes or
+          :meth:`close` s (or SQLite's own next full checkpoint).
         - PostgreSQL: the statistics of the user tables are refreshed (ANALYZE), so
-          ``pg_stats`` no longer holds the user's id or words; the deleted rows stay in
-          the table files (and the server's WAL) until (auto)VACUUM reuses the space.
+          ``pg_stats`` no longer holds the user's id or words. A table left with no
+          rows keeps its old statistics (ANALYZE does not change an empty table's):
+          they are deleted when the role is a superuser, else a warning names the
+          tables. The deleted rows stay in the table files (and the server's WAL)
+          until (auto)VACUUM reuses the space.
 
         Returns:
             Rows deleted by kind: ``sessions``, ``events``, ``session_state_keys``,
@@ -740,16 +744,25 @@ class SqlSessionService(ClosedOnExit):
             counts = await queries.forget_user(conn, app_name=app_name, user_id=user_id)
         if any(counts.values()):
             async with self._direct() as conn:
-                if not await purge_deleted_text(conn):
-                    self._wal_purge_pending = True
-                    logger.warning(
-                        "forget_user(%r, %r): another connection is reading an older"
-                        " snapshot of the SQLite file, so its write-ahead log keeps the"
-                        " forgotten text until that read ends; this service empties the"
-                        " log at its next write or close()",
-                        app_name,
-                        user_id,
-                    )
+                purged = await purge_deleted_text(conn)
+            if purged.wal_pending:
+                self._wal_purge_pending = True
+                logger.warning(
+                    "forget_user (app %r): another connection is reading an older snapshot"
+                    " of the SQLite file, so the file and its write-ahead log keep the"
+                    " forgotten text until that read ends; this service empties the log"
+                    " at its next write or close()",
+                    app_name,
+                )
+            if purged.stale_statistics:
+                logger.warning(
+                    "forget_user (app %r): %s have no rows left, and PostgreSQL keeps an"
+                    " empty table's old statistics (pg_stats) until rows come back and"
+                    " ANALYZE runs; a superuser may clear them with DELETE FROM"
+                    " pg_statistic WHERE starelid = '<table>'::regclass",
+                    app_name,
+                    ", ".join(purged.stale_statistics),
+                )
         return counts
 
     @telemetry.traced("prune", rows=telemetry.counted)
