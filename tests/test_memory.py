@@ -679,6 +679,7 @@ async def test_forget_user_leaves_nothing_of_the_user_in_pg_stats(postgres_url: 
         )
         async with memory.engine.connect() as conn:
             await conn.execute(text("ANALYZE sqlstore_memories, sqlstore_memory_stats"))
+            await conn.commit()  # statistics are transactional too
             assert (await conn.execute(find)).scalar_one() > 0  # listed before
         await memory.forget_user(app_name=APP, user_id="zvictimq")
         async with memory.engine.connect() as conn:
@@ -710,6 +711,7 @@ async def test_forget_user_clears_the_statistics_of_tables_it_leaves_empty(
                 f"sqlstore_{t}" for t in ("sessions", "events", "memories", "session_state")
             )
             await conn.execute(text(f"ANALYZE {tables}, sqlstore_memory_ingestions"))
+            await conn.commit()  # statistics are transactional too
             assert (await conn.execute(find)).scalar_one() > 0  # listed before
         await memory.forget_user(app_name=APP, user_id="zlonevictimq")
         async with memory.engine.connect() as conn:
