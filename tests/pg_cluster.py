@@ -172,6 +172,25 @@ class ThrowawayCluster:
             other.remove()
             raise
 
+    def _pids(self) -> list[int]:
+        """The server's processes: the postmaster and its children."""
+        pid = int((self.data / "postmaster.pid").read_text().split()[0])
+        children = subprocess.run(
+            ["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False
+        ).stdout.split()
+        return [pid, *map(int, children)]
+
+    def freeze(self) -> None:
+        """Stop every process of the server (SIGSTOP): it keeps its connections and
+        accepts new ones, but answers nothing, as a hung or cut-off server."""
+        for pid in self._pids():
+            os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """Let a frozen server run again (SIGCONT)."""
+        for pid in self._pids():
+            os.kill(pid, signal.SIGCONT)
+
     def promote(self) -> None:
         """Promote this standby to a primary; returns when it accepts writes."""
         self._pg_ctl("-w", "-t", "60", "promote")

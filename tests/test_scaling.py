@@ -53,12 +53,12 @@ class Recorder:
 
 def _routes_to_one_user(statement: str) -> bool:
     """Whether a statement on user tables names the user (a WHERE on user_id, or an
-    INSERT whose row carries it); statements on no user table pass, and so does
-    forget_user's ANALYZE (maintenance: Citus runs it on every shard, reading no row of
-    the user's)."""
+    INSERT whose row carries it); statements on no user table pass, and so do
+    forget_user's statistics statements, marked ``/* statistics */`` (maintenance:
+    they run on every shard and read no user's rows)."""
     if not any(table in statement for table in USER_TABLES):
         return True
-    if statement.lstrip().upper().startswith("ANALYZE"):
+    if statement.lstrip().startswith("/* statistics */"):
         return True
     if _FILTERED.search(statement):
         return True

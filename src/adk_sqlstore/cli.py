@@ -115,9 +115,13 @@ def _error(message: str) -> None:
 
 
 def _run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine, turning errors into one red line and exit code 1."""
+    """Run a coroutine, turning errors into one red line and exit code 1, and Ctrl-C
+    into one line and exit code 130 (as at start-up, see ``_entry``)."""
     try:
         return asyncio.run(coro)
+    except KeyboardInterrupt:
+        sys.stderr.write("adk-sqlstore: interrupted\n")
+        raise typer.Exit(130) from None
     except BrokenPipeError:
         # The reader went away (``export --out - | head``): stop quietly, as other
         # command-line tools do; stdout is pointed at /dev/null so that Python's own

@@ -733,11 +733,15 @@ async def purge_deleted_text(conn: AsyncConnection, *, wait: float = WAL_PURGE_W
     """
     if conn.dialect.name == "sqlite":
         return Purge(wal_pending=not await _in_sqlite_thread(conn, _sqlite_purge, wait))
-    await conn.execute(text(f"ANALYZE {', '.join(_USER_TABLES)}"))
+    # Statements on whole tables (maintenance, reading no user's rows) say so: on a
+    # distributed database they run on every shard (docs/scaling.md).
+    await conn.execute(text(f"/* statistics */ ANALYZE {', '.join(_USER_TABLES)}"))
     empty = [
         table
         for table in _USER_TABLES
-        if not (await conn.execute(text(f"SELECT EXISTS (SELECT 1 FROM {table})"))).scalar()
+        if not (
+            await conn.execute(text(f"/* statistics */ SELECT EXISTS (SELECT 1 FROM {table})"))
+        ).scalar()
     ]
     if not empty:
         return Purge()

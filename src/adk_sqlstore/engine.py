@@ -14,7 +14,7 @@ import contextlib
 import copy
 import threading
 import weakref
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool
 
 from .urls import (
+    DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_OVERFLOW,
     DEFAULT_POOL_SIZE,
     DEFAULT_SQLITE_BUSY_TIMEOUT,
@@ -63,6 +64,9 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
       opened and closed per use, only cost (``python -m benchmarks.pool_sizes``:
       500 cycles/s at 5+0, 534 at 10+0, 331 at 20+20); a burst waits for a free
       connection instead, up to ``pool_timeout``;
+    - ``connect_timeout`` (PostgreSQL, seconds, default 10): to connect to one host;
+      each host of a several-hosts URL gets that long, so that a failover reaches the
+      promoted standby even when the old primary hangs rather than refuses;
     - ``pool_timeout`` (seconds, default 30): how long a call waits for a connection
       when all are in use, then fails with :class:`PoolTimeoutError`;
     - ``pool_recycle`` (seconds, default never): replace connections older than this;
@@ -71,7 +75,9 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
     - ``statement_timeout`` (PostgreSQL; ``30s``, ``500ms`` or milliseconds): the
       server cancels longer statements (the call fails with
       :class:`DatabaseUnavailableError`); ``command_timeout`` (seconds): the client
-      gives up waiting for one;
+      gives up waiting for one. Without it, a call on a connection to a server that
+      stopped answering (not one that closed it) waits for the kernel's TCP timeout:
+      set it where servers can hang or be cut off;
     - ``search_path`` (PostgreSQL): the schema(s) the tables live in, e.g. ``agents``;
     - ``pgbouncer=true``: behind a pooler in transaction mode (PgBouncer, Supabase's,
       many managed offerings): statements are prepared unnamed, never reused or left
@@ -142,6 +148,39 @@ def given_url(engine: AsyncEngine) -> URL:
     return url
 
 
+def _connect_host_by_host(timeout: float) -> Callable[..., Awaitable[Any]]:
+    """asyncpg's ``connect``, giving each host of a several-hosts URL ``timeout``
+    seconds of its own.
+
+    asyncpg spends one time budget on all hosts: a primary that accepts connections
+    but answers nothing (frozen, or cut off) uses it all, and the promoted standby
+    after it is never tried. Here each host is tried in turn with its own budget; the
+    first that connects and has the wanted ``target_session_attrs`` wins, else the
+    last error is raised.
+    """
+
+    async def connect(*args: Any, **kwargs: Any) -> Any:
+        import asyncpg
+
+        hosts, ports = kwargs.get("host"), kwargs.get("port")
+        if not isinstance(hosts, list | tuple) or len(hosts) < 2:
+            return await asyncpg.connect(*args, **{"timeout": timeout, **kwargs})
+        if not isinstance(ports, list | tuple):
+            ports = [ports] * len(hosts)
+        failure: BaseException | None = None
+        for host, port in zip(hosts, ports, strict=True):
+            try:
+                return await asyncpg.connect(
+                    *args, **{"timeout": timeout, **kwargs, "host": host, "port": port}
+                )
+            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                failure = exc  # the next host; asyncpg's own reason is kept for the last
+        assert failure is not None
+        raise failure
+
+    return connect
+
+
 def _unnamed() -> str:
     """asyncpg's name for an unnamed prepared statement."""
     return ""
@@ -161,6 +200,10 @@ def postgres_options(settings: dict[str, Any], kwargs: dict[str, Any]) -> None:
         server.setdefault("search_path", settings["search_path"])
     if "command_timeout" in settings:
         connect_args.setdefault("command_timeout", settings["command_timeout"])
+    connect_args.setdefault(
+        "async_creator_fn",
+        _connect_host_by_host(settings.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)),
+    )
     if settings.get("pgbouncer"):
         # A transaction pooler hands each transaction to any server connection: a
         # statement prepared on one is unknown to the next, and one left prepared there

@@ -34,6 +34,7 @@ from sqlalchemy.exc import ArgumentError
 
 __all__ = [
     "DATABASE_URL_ENV",
+    "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_MAX_OVERFLOW",
     "DEFAULT_POOL_SIZE",
     "DEFAULT_SQLITE_BUSY_TIMEOUT",
@@ -269,6 +270,7 @@ def normalize_url(url: str | URL) -> URL:
         parsed = _asyncpg_query(parsed)
     if parsed.get_driver_name() != driver:
         parsed = parsed.set(drivername=f"{backend}+{driver}")
+    split_settings(parsed)  # a setting's value is checked here, before any connection
     return parsed
 
 
@@ -379,6 +381,7 @@ SETTINGS: dict[str, Callable[[str, str], Any]] = {
     "pool_pre_ping": _flag,
     "statement_timeout": _duration,
     "command_timeout": _positive,
+    "connect_timeout": _positive,
     "search_path": lambda n, v: v,
     "pgbouncer": _flag,
     "sqlite_busy_timeout": _positive,
@@ -389,6 +392,9 @@ See :func:`create_engine` for what each does."""
 
 DEFAULT_POOL_SIZE = 5  # measured: see engine.create_engine and benchmarks/pool_sizes.py
 DEFAULT_MAX_OVERFLOW = 0
+DEFAULT_CONNECT_TIMEOUT = 10.0
+"""Seconds to connect to one PostgreSQL host (each host of a several-hosts URL gets
+this long, so that an unresponsive primary does not use up the time of the next)."""
 
 
 def split_settings(url: URL) -> tuple[URL, dict[str, Any]]:
