@@ -33,9 +33,8 @@ from .errors import (
     AdkSqlStoreError,
     SchemaNotMigratedError,
     SessionNotFoundError,
-    database_errors,
-    driver_error,
 )
+from .failures import database_errors, driver_error
 from .memory import IngestReport, SqlMemoryService
 from .models import Event, Session
 from .session_json import dump_session, load_sessions, session_files

@@ -21,16 +21,19 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.exc import ArgumentError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool
 
+from .errors import ConfigurationError
 from .urls import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_OVERFLOW,
     DEFAULT_POOL_SIZE,
     DEFAULT_SQLITE_BUSY_TIMEOUT,
     SETTINGS,
+    check_settings,
+    convert_settings,
     normalize_url,
     redact_url,
     split_settings,
@@ -97,7 +100,10 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
     """
     given = normalize_url(url)
     normalized, settings = split_settings(given)
-    settings.update({name: kwargs.pop(name) for name in SETTINGS.keys() & kwargs.keys()})
+    settings.update(
+        convert_settings({name: kwargs.pop(name) for name in SETTINGS.keys() & kwargs.keys()})
+    )
+    check_settings(settings)
     backend = normalized.get_backend_name()
     for name in ("pool_size", "max_overflow", "pool_timeout", "pool_recycle", "pool_pre_ping"):
         if name in settings:
@@ -109,7 +115,7 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
         if database and database != ":memory:" and not database.startswith("file:"):
             folder = Path(database).resolve().parent
             if not folder.is_dir():  # fail here, not in aiosqlite's thread
-                raise ValueError(
+                raise ConfigurationError(
                     f"the folder {folder} of SQLite database {database} does not exist"
                 )
             # A pool of open connections, as SQLAlchemy 2.1 chooses for a file (2.0 opens
@@ -122,9 +128,13 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
         engine = create_async_engine(normalized, **kwargs)
     except ModuleNotFoundError as exc:
         extra = "postgres" if backend == "postgresql" else "sqlite"
-        raise ValueError(
+        raise ConfigurationError(
             f"the {exc.name} driver for {redact_url(normalized)} is not installed: pip install"
             f" 'adk-sqlstore[{extra}]'"
+        ) from exc
+    except (ArgumentError, TypeError) as exc:  # keyword arguments SQLAlchemy does not take
+        raise ConfigurationError(
+            f"cannot make an engine for {redact_url(normalized)}: {exc}"
         ) from exc
     configure_engine(
         engine,

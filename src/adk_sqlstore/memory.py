@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Self
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -41,6 +41,7 @@ from .dialect import search_memories
 from .errors import (
     AdkSqlStoreError,
     DatabaseUnavailableError,
+    InvalidArgumentError,
     InvalidMemoryError,
     SessionNotFoundError,
 )
@@ -49,7 +50,16 @@ from .redaction import Redactor, build_filter
 from .sessions import SqlSessionService, write_completes
 from .store import ClosedOnExit
 from .text import indexed_text, search_scope, text_of, token_count, valid_unicode
-from .validation import check_identifier, check_json_value, check_text_field, check_timestamp
+from .validation import (
+    check_age,
+    check_argument,
+    check_count,
+    check_identifier,
+    check_json_value,
+    check_session,
+    check_text_field,
+    check_timestamp,
+)
 
 __all__ = ["IngestReport", "MemoryCheckpoint", "SqlMemoryService"]
 
@@ -87,15 +97,21 @@ def _epoch(value: str | None) -> float:
     return parsed.timestamp()
 
 
-def _as_models(items: Sequence[Any], model: type[Any], kind: str) -> list[Any]:
+def _as_models(items: object, model: type[Any], kind: str, plural: str) -> list[Any]:
     """``items`` as objects with ``model``'s attributes: ``model`` instances, objects of
     another class with the same fields (ADK's own), or dicts of them (validated).
 
     Raises:
-        InvalidMemoryError: naming the first item that is none of these.
+        InvalidMemoryError: ``items`` is not a list, or naming the first item that is
+            none of these.
     """
-    if isinstance(items, str | bytes | Mapping):
-        raise InvalidMemoryError(f"{kind}s must be a list of {kind}s, not a {type(items).__name__}")
+    if (
+        isinstance(items, str | bytes | Mapping | BaseModel)
+        or hasattr(items, "content")
+        or not isinstance(items, Iterable)
+    ):
+        what = type(items).__name__ if items is not None else "None"
+        raise InvalidMemoryError(f"{plural} must be a list of {plural}, not a {what}")
     converted = []
     for n, item in enumerate(items):
         if isinstance(item, Mapping):
@@ -113,6 +129,15 @@ def _as_models(items: Sequence[Any], model: type[Any], kind: str) -> list[Any]:
             )
         converted.append(item)
     return converted
+
+
+def _check_metadata(custom_metadata: object) -> None:
+    """Raise :class:`InvalidMemoryError` unless ``custom_metadata`` is ``None`` or a
+    mapping."""
+    if custom_metadata is not None and not isinstance(custom_metadata, Mapping):
+        raise InvalidMemoryError(
+            f"custom_metadata must be a dict, not {type(custom_metadata).__name__}"
+        )
 
 
 @dataclass
@@ -320,6 +345,7 @@ class SqlMemoryService(ClosedOnExit):
                 deleted (or deleted and created again) since; nothing is written, so a
                 deleted or pruned session leaves no memories behind.
         """
+        check_session(session)
         app_name = check_identifier("app_name", session.app_name)
         user_id = check_identifier("user_id", session.user_id)
         session_id = check_identifier("session_id", session.id)
@@ -403,7 +429,8 @@ class SqlMemoryService(ClosedOnExit):
         check_identifier("user_id", user_id)
         if session_id is not None:
             check_identifier("session_id", session_id)
-        events = _as_models(events, Event, "event")
+        events = _as_models(events, Event, "event", "events")
+        _check_metadata(custom_metadata)
         rows = self._event_rows(
             app_name=app_name,
             user_id=user_id,
@@ -458,7 +485,8 @@ class SqlMemoryService(ClosedOnExit):
         check_identifier("user_id", user_id)
         now = time.time()
         rows = []
-        for entry in _as_models(memories, MemoryEntry, "memory"):
+        _check_metadata(custom_metadata)
+        for entry in _as_models(memories, MemoryEntry, "memory", "memories"):
             metadata = {
                 **(custom_metadata or {}),
                 **(getattr(entry, "custom_metadata", None) or {}),
@@ -512,8 +540,8 @@ class SqlMemoryService(ClosedOnExit):
         """
         check_identifier("app_name", app_name)
         check_identifier("user_id", user_id)
-        if not isinstance(query, str):
-            raise TypeError(f"query must be a str, not {type(query).__name__}")
+        check_argument("query", query, str, "a str")
+        check_count("limit", limit, least=1)
         async with self._sessions._transaction(write=False) as conn:
             rows = await search_memories(
                 conn, app_name=app_name, user_id=user_id, query=query, limit=limit
@@ -555,6 +583,12 @@ class SqlMemoryService(ClosedOnExit):
         check_identifier("user_id", user_id)
         if session_id is not None:
             check_identifier("session_id", session_id)
+        if memory_ids is not None:
+            if isinstance(memory_ids, str | bytes) or not isinstance(memory_ids, Iterable):
+                raise InvalidArgumentError(
+                    f"memory_ids must be a list of memory ids, not {memory_ids!r:.60}"
+                )
+            memory_ids = list(memory_ids)
         for memory_id in memory_ids or ():
             check_identifier("memory id", memory_id)
         async with self._sessions._transaction(write=True) as conn:
@@ -596,7 +630,9 @@ class SqlMemoryService(ClosedOnExit):
         self, *, idle_for: timedelta = timedelta(minutes=30), app_name: str | None = None
     ) -> int:
         """How many sessions :meth:`ingest_idle_sessions` would ingest now."""
-        cutoff = time.time() - idle_for.total_seconds()
+        cutoff = time.time() - check_age("idle_for", idle_for)
+        if app_name is not None:
+            check_identifier("app_name", app_name)
         async with self._sessions._transaction(write=False) as conn:
             return await queries.count_idle_sessions(conn, cutoff=cutoff, app_name=app_name)
 
@@ -609,7 +645,9 @@ class SqlMemoryService(ClosedOnExit):
     ) -> AsyncIterator[tuple[str, str, str]]:
         """Yield (app_name, user_id, session_id) of sessions idle for ``idle_for`` whose
         current revision memory does not hold, read in batches."""
-        cutoff = time.time() - idle_for.total_seconds()
+        cutoff = time.time() - check_age("idle_for", idle_for)
+        if app_name is not None:
+            check_identifier("app_name", app_name)
         after: tuple[str, str, str] | None = None
         while True:
             async with self._sessions._transaction(write=False) as conn:
@@ -681,8 +719,7 @@ class MemoryCheckpoint:
     """
 
     def __init__(self, memory: SqlMemoryService, *, every: int) -> None:
-        if every < 1:
-            raise ValueError("every must be at least 1")
+        check_count("every", every, least=1)
         self.memory = memory
         self.every = every
 

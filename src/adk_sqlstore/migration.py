@@ -20,7 +20,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .engine import WRITE_OPTION, engine_for_loop, given_url
-from .errors import MigrationError, SchemaNotMigratedError, driver_error
+from .errors import MigrationError, SchemaNotMigratedError
+from .failures import driver_error
 from .schema import ALEMBIC_VERSION_TABLE
 from .urls import redact_url
 

@@ -21,7 +21,6 @@ import functools
 import gc
 import json
 import logging
-import math
 import time
 import uuid
 import weakref
@@ -50,14 +49,14 @@ from .engine import configure_engine, create_engine, dispose_engine, engine_for_
 from .errors import (
     AlreadyExistsError,
     DatabaseUnavailableError,
+    InvalidArgumentError,
     InvalidEventError,
     InvalidStateError,
     SchemaNotMigratedError,
     SessionNotFoundError,
     StaleSessionError,
-    database_error,
-    driver_error,
 )
+from .failures import database_error, driver_error
 from .migration import check_schema, upgrade
 from .models import Event, GetSessionConfig, ListSessionsResponse, Session
 from .state import ScopedDelta, drop_temp, merge_state, split_delta
@@ -66,8 +65,12 @@ from .urls import resolve_url
 from .validation import (
     DEFAULT_MAX_EVENT_BYTES,
     DEFAULT_MAX_STATE_VALUE_BYTES,
+    check_age,
+    check_argument,
+    check_count,
     check_event_fields,
     check_identifier,
+    check_session,
     check_size_limit,
     check_state_delta,
     dump_json_value,
@@ -90,6 +93,33 @@ logger = logging.getLogger(__name__)
 _EVENT_LIST = TypeAdapter(list[Event])
 
 
+def _config(config: object) -> GetSessionConfig | None:
+    """``config`` as a :class:`GetSessionConfig` (ADK's has the same fields; a dict of
+    them is validated).
+
+    Raises:
+        InvalidArgumentError: it is none of these, or its limits are not numbers.
+    """
+    if config is None:
+        return None
+    fields = ("num_recent_events", "after_timestamp")
+    if isinstance(config, Mapping):
+        values = dict(config)
+    elif all(hasattr(config, name) for name in fields):
+        values = {name: getattr(config, name) for name in fields}
+    else:
+        raise InvalidArgumentError(
+            f"config must be a GetSessionConfig, not {type(config).__name__}"
+        )
+    try:
+        checked = GetSessionConfig.model_validate(values, strict=True)
+    except ValidationError as exc:
+        raise InvalidArgumentError(f"config: {exc.errors()[0]['msg']}") from None
+    if checked.num_recent_events is not None:
+        check_count("config.num_recent_events", checked.num_recent_events, least=0)
+    return checked
+
+
 def _encode_page_token(update_time: float, user_id: str, session_id: str) -> str:
     raw = json.dumps([update_time, user_id, session_id], ensure_ascii=False)
     return base64.urlsafe_b64encode(raw.encode()).decode()
@@ -102,7 +132,7 @@ def _decode_page_token(token: str) -> tuple[float, str, str]:
             raise TypeError
         return float(update_time), str(user_id), str(session_id)
     except (ValueError, TypeError) as exc:
-        raise ValueError("page_token is not a token list_sessions returned") from exc
+        raise InvalidArgumentError("page_token is not a token list_sessions returned") from exc
 
 
 P = ParamSpec("P")
@@ -257,6 +287,7 @@ class SqlSessionService(ClosedOnExit):
         self._append_locks: dict[int, _AppendLock] = {}
         if auto_migrate is None:  # as decided by the from_url that made the engine
             auto_migrate = bool(getattr(engine.sync_engine, AUTO_MIGRATE_MARK, False))
+        check_argument("auto_migrate", auto_migrate, bool, "True, False or None")
         self._auto_migrate = auto_migrate
         self._ready = False
         self._schema_reported = False
@@ -301,6 +332,8 @@ class SqlSessionService(ClosedOnExit):
             ValueError: the URL is invalid, names an unsupported database, or needs a
                 driver that is not installed (the message hides the password).
         """
+        if auto_migrate is not None:
+            check_argument("auto_migrate", auto_migrate, bool, "True, False or None")
         target = resolve_url(url)
         engine = create_engine(target.url, **engine_kwargs)
         auto = target.migrates_itself if auto_migrate is None else auto_migrate
@@ -473,7 +506,7 @@ class SqlSessionService(ClosedOnExit):
         if session_id is None:
             session_id = str(uuid.uuid4())
         check_identifier("session_id", session_id)
-        check_state_delta(drop_temp(state or {}))
+        check_state_delta(state)
         scoped = split_delta(state)
         app_json, user_json, session_json = _encode_scoped(scoped, self._max_state_value_bytes)
         key = {"app_name": app_name, "user_id": user_id, "session_id": session_id}
@@ -531,6 +564,7 @@ class SqlSessionService(ClosedOnExit):
             fold whatever ``config`` limits.
         """
         key = self._key(app_name, user_id, session_id)
+        config = _config(config)
         async with self._direct() as conn:
             return await self._read_session(conn, key, config)
 
@@ -642,9 +676,9 @@ class SqlSessionService(ClosedOnExit):
         check_identifier("app_name", app_name)
         if user_id is not None:
             check_identifier("user_id", user_id)
-        if limit is not None and limit < 1:
-            raise ValueError("limit must be a positive number of sessions")
-        after = _decode_page_token(page_token) if page_token else None
+        if limit is not None:
+            check_count("limit", limit, least=1)
+        after = _decode_page_token(page_token) if page_token is not None else None
         async with self._transaction(write=False) as conn:
             rows, session_states = await queries.list_sessions(
                 conn,
@@ -806,23 +840,10 @@ class SqlSessionService(ClosedOnExit):
             DatabaseUnavailableError: the database failed; the batches already
                 committed stay deleted.
         """
-        seconds = older_than.total_seconds() if isinstance(older_than, timedelta) else older_than
-        try:
-            if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-                raise TypeError
-            seconds = float(seconds)
-        except (TypeError, OverflowError):
-            seconds = math.nan
-        if not 0 <= seconds < math.inf:
-            raise ValueError(
-                f"older_than must be a finite age of 0 seconds or more, not {older_than!r}"
-            )
-        if (
-            isinstance(batch_size, bool)
-            or not isinstance(batch_size, int)
-            or not 1 <= batch_size <= 100_000
-        ):
-            raise ValueError(f"batch_size must be an integer from 1 to 100000, not {batch_size!r}")
+        seconds = check_age("older_than", older_than)
+        check_count("batch_size", batch_size, least=1, most=100_000)
+        check_argument("with_memories", with_memories, bool, "True or False")
+        check_argument("dry_run", dry_run, bool, "True or False")
         if app_name is not None:
             check_identifier("app_name", app_name)
         cutoff = time.time() - seconds
@@ -919,10 +940,26 @@ class SqlSessionService(ClosedOnExit):
                 wait (SQLite's busy timeout, 30 s by default; on PostgreSQL, another
                 transaction holding the session row).
         """
+        check_session(session)
+        event = self._event(event)
         if event.partial:
             return event
         async with self._appending(session):
             return await finish_before_cancel(self._append(session, event))
+
+    def _event(self, event: Any) -> Any:
+        """``event`` as the event model (a dict of one is validated), or
+        :class:`InvalidEventError`."""
+        if isinstance(event, Mapping):
+            try:
+                return self.event_model.model_validate(event)
+            except ValidationError as exc:
+                raise InvalidEventError(
+                    f"event is not a valid event: {exc.errors()[0]['msg']}"
+                ) from None
+        if not all(hasattr(event, name) for name in ("id", "author", "actions", "timestamp")):
+            raise InvalidEventError(f"event must be an Event, not {type(event).__name__}")
+        return event
 
     @asynccontextmanager
     async def _appending(self, session: Any) -> AsyncIterator[None]:
@@ -939,9 +976,8 @@ class SqlSessionService(ClosedOnExit):
                 del self._append_locks[id(session)]
 
     async def _append(self, session: Any, event: Any) -> Any:
-        delta: dict[str, Any] = dict(event.actions.state_delta or {})
+        delta: dict[str, Any] = dict(check_state_delta(event.actions.state_delta))
         stored_delta = drop_temp(delta)
-        check_state_delta(stored_delta)
         if len(stored_delta) != len(delta):
             actions = event.actions.model_copy(update={"state_delta": stored_delta})
             stored_event = event.model_copy(update={"actions": actions})
@@ -1043,12 +1079,14 @@ class SqlSessionService(ClosedOnExit):
             InvalidStateError, InvalidEventError, InvalidIdentifierError: the session
                 cannot be stored; nothing was written.
         """
+        check_session(session)
+        check_argument("replace", replace, bool, "True or False")
         key = self._key(session.app_name, session.user_id, session.id)
-        check_state_delta(drop_temp(session.state))
+        check_state_delta(session.state)
         rows = []
         seen: set[str] = set()
         for seq, event in enumerate(session.events, start=1):
-            check_state_delta(drop_temp(event.actions.state_delta or {}))
+            check_state_delta(event.actions.state_delta)
             if event.id in seen:
                 raise InvalidEventError(
                     f"session {session.id!r} cannot be imported: two of its events have the"
@@ -1120,6 +1158,7 @@ class SqlSessionService(ClosedOnExit):
         if user_id is not None:
             check_identifier("user_id", user_id)
         check_state_delta(state)
+        check_argument("replace", replace, bool, "True or False")
         scope = ScopedDelta(app=dict(state)) if user_id is None else ScopedDelta(user=dict(state))
         app_json, user_json, _ = _encode_scoped(scope, self._max_state_value_bytes)
         encoded = app_json if user_id is None else user_json

@@ -32,6 +32,8 @@ from typing import Any
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
+from .errors import ConfigurationError
+
 __all__ = [
     "DATABASE_URL_ENV",
     "DEFAULT_CONNECT_TIMEOUT",
@@ -40,6 +42,8 @@ __all__ = [
     "DEFAULT_SQLITE_BUSY_TIMEOUT",
     "SETTINGS",
     "DatabaseTarget",
+    "check_settings",
+    "convert_settings",
     "default_sqlite_path",
     "describe_url",
     "normalize_url",
@@ -170,7 +174,7 @@ def _split_options(url: str) -> tuple[str, bool | None]:
         elif value.lower() in _FALSE:
             auto = False
         else:
-            raise ValueError(
+            raise ConfigurationError(
                 f"database URL {redact_url(url)!r}: auto_migrate={value!r} is neither true"
                 " nor false"
             )
@@ -225,38 +229,38 @@ def normalize_url(url: str | URL) -> URL:
     if isinstance(url, str) and "://" not in url:
         shown = repr(url) if "@" not in url else "(hidden: it may hold a password)"
         if url.startswith("sqlite:"):
-            raise ValueError(
+            raise ConfigurationError(
                 f"SQLite URL {shown} needs three slashes: sqlite:///relative/to/cwd.db or"
                 " sqlite:////absolute/path.db"
             )
-        raise ValueError(
+        raise ConfigurationError(
             f"database URL {shown} has no scheme: use postgresql://user@host/db or"
             " sqlite:///path/to.db"
         )
     if isinstance(url, str) and not url.startswith("sqlite") and url.count("@") > 1:
-        raise ValueError(
+        raise ConfigurationError(
             f"database URL {redact_url(url)!r} has more than one '@': percent-encode '@' in"
             " user names and passwords as %40 (and ':' '/' '?' '#' '%' and spaces too)"
         )
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError):  # ValueError: a port that is not a number
-        raise ValueError(_why_invalid(str(url))) from None
+        raise ConfigurationError(_why_invalid(str(url))) from None
     backend = parsed.get_backend_name()
     driver = _ASYNC_DRIVERS.get(backend)
     if driver is None and backend.startswith(SERVICE_SCHEME):
-        raise ValueError(
+        raise ConfigurationError(
             f"{redact_url(parsed)!r} is not a URL adk-sqlstore reads: write sqlstore:// (the"
             " default database), sqlstore+postgresql://user:pass@host/db or"
             " sqlstore+sqlite:///path.db"
         )
     if driver is None:
-        raise ValueError(
+        raise ConfigurationError(
             f"unsupported database {backend!r} in {redact_url(parsed)!r}: adk-sqlstore runs"
             " on PostgreSQL (postgresql://) and SQLite (sqlite:///path)"
         )
     if backend == "sqlite" and parsed.host:
-        raise ValueError(
+        raise ConfigurationError(
             f"SQLite URL {redact_url(parsed)!r} names a host: write sqlite:///relative.db"
             " (three slashes) or sqlite:////absolute/path.db (four)"
         )
@@ -265,7 +269,7 @@ def normalize_url(url: str | URL) -> URL:
     except ValueError:
         port = -1
     if port is not None and not 0 < port < 65536:
-        raise ValueError(f"database URL {redact_url(parsed)!r} has no valid port (1-65535)")
+        raise ConfigurationError(f"database URL {redact_url(parsed)!r} has no valid port (1-65535)")
     if backend == "postgresql":
         parsed = _asyncpg_query(parsed)
     if parsed.get_driver_name() != driver:
@@ -300,6 +304,19 @@ _ASYNCPG_QUERY = {
 }
 
 
+_ASYNCPG_VALUES = {
+    "ssl": {"disable", "allow", "prefer", "require", "verify-ca", "verify-full", "true", "false"},
+    "target_session_attrs": {
+        "any",
+        "primary",
+        "standby",
+        "prefer-standby",
+        "read-write",
+        "read-only",
+    },
+}
+
+
 def _asyncpg_query(url: URL) -> URL:
     """The URL's query as asyncpg takes it: libpq's ``sslmode`` becomes ``ssl`` (same
     values: disable, allow, prefer, require, verify-ca, verify-full); parameters
@@ -308,10 +325,16 @@ def _asyncpg_query(url: URL) -> URL:
     if "sslmode" in query:
         query.setdefault("ssl", query.pop("sslmode"))
         query.pop("sslmode", None)
+    for name, allowed in _ASYNCPG_VALUES.items():
+        if name in query and str(query[name]).lower() not in allowed:
+            raise ConfigurationError(
+                f"database URL {redact_url(url)!r}: {name} must be one of"
+                f" {', '.join(sorted(allowed))}, not {query[name]!r}"
+            )
     unknown = sorted(set(query) - _ASYNCPG_QUERY - set(SETTINGS))
     if unknown:
         taken = sorted(_ASYNCPG_QUERY | {"sslmode"} | set(SETTINGS) - {"sqlite_busy_timeout"})
-        raise ValueError(
+        raise ConfigurationError(
             f"database URL {redact_url(url)!r}: adk-sqlstore and its PostgreSQL driver"
             f" (asyncpg) do not take {', '.join(unknown)}; they take {', '.join(taken)}"
         )
@@ -345,46 +368,83 @@ def resolve_url(url: str | URL | None = None) -> DatabaseTarget:
     return DatabaseTarget(normalize_url(f"sqlite:///{path}"), embedded=True, auto_migrate=auto)
 
 
-def _positive(name: str, value: str) -> float:
-    number = float(value)
+def _seconds(name: str, value: object) -> float:
+    """A positive, finite number of seconds: a number, or its text in a URL."""
+    try:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise TypeError
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
     if not math.isfinite(number) or number <= 0:
-        raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+        raise ConfigurationError(f"{name} must be a positive number of seconds, not {value!r}")
     return number
 
 
-def _count(name: str, value: str, least: int) -> int:
-    number = int(value)
-    if number < least:
-        raise ValueError(f"{name} must be an integer of at least {least}, not {value!r}")
+def _count(name: str, value: object, least: int) -> int:
+    """A whole number of at least ``least``: an int, or its digits in a URL."""
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and value.strip().isdigit():
+        number = int(value)
+    if number is None or number < least:
+        raise ConfigurationError(
+            f"{name} must be a whole number of at least {least}, not {value!r}"
+        )
     return number
 
 
-def _flag(name: str, value: str) -> bool:
-    if value.lower() in _TRUE:
+def _flag(name: str, value: object) -> bool:
+    """True or false: a bool, or one of true/false, yes/no, on/off, 1/0 in a URL."""
+    if isinstance(value, bool):
+        return value
+    text = value.lower() if isinstance(value, str) else None
+    if text in _TRUE:
         return True
-    if value.lower() in _FALSE:
+    if text in _FALSE:
         return False
-    raise ValueError(f"{name} must be true or false, not {value!r}")
+    raise ConfigurationError(f"{name} must be true or false, not {value!r}")
 
 
-def _duration(name: str, value: str) -> str:
-    if not re.fullmatch(r"\d+\s*(ms|s|min|h|d)?", value.strip()):
-        raise ValueError(f"{name} must be milliseconds or a duration such as 30s, not {value!r}")
+_MAX_MILLISECONDS = 2_147_483_647  # PostgreSQL's limit for a time setting
+_UNITS_MS = {"ms": 1.0, "s": 1e3, "min": 6e4, "h": 3.6e6, "d": 8.64e7, None: 1.0}
+
+
+def _duration(name: str, value: object) -> str:
+    """A PostgreSQL duration: milliseconds as a number, or text such as ``30s``,
+    ``1.5s``, ``500ms``, ``2min`` (PostgreSQL's own units)."""
+    text = str(value).strip() if isinstance(value, int | float | str) else ""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(ms|s|min|h|d)?", text)
+    if isinstance(value, bool) or match is None:
+        raise ConfigurationError(
+            f"{name} must be milliseconds or a duration such as 30s, not {value!r}"
+        )
+    milliseconds = float(match[1]) * _UNITS_MS[match[2]]
+    if not 0 <= milliseconds <= _MAX_MILLISECONDS:
+        raise ConfigurationError(f"{name} {value!r} is longer than PostgreSQL takes (24 days)")
+    return text
+
+
+def _words(name: str, value: object) -> str:
+    """Non-empty text (a schema name, or several separated by commas)."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigurationError(f"{name} must be a schema name, not {value!r}")
     return value.strip()
 
 
-SETTINGS: dict[str, Callable[[str, str], Any]] = {
+SETTINGS: dict[str, Callable[[str, object], Any]] = {
     "pool_size": lambda n, v: _count(n, v, 1),
     "max_overflow": lambda n, v: _count(n, v, 0),
-    "pool_timeout": _positive,
-    "pool_recycle": _positive,
+    "pool_timeout": _seconds,
+    "pool_recycle": _seconds,
     "pool_pre_ping": _flag,
     "statement_timeout": _duration,
-    "command_timeout": _positive,
-    "connect_timeout": _positive,
-    "search_path": lambda n, v: v,
+    "command_timeout": _seconds,
+    "connect_timeout": _seconds,
+    "search_path": _words,
     "pgbouncer": _flag,
-    "sqlite_busy_timeout": _positive,
+    "sqlite_busy_timeout": _seconds,
 }
 """Connection settings taken as URL query parameters (``?pool_size=5``) and as keyword
 arguments of ``create_engine``/``from_url`` (which win), converted by these functions.
@@ -401,7 +461,8 @@ def split_settings(url: URL) -> tuple[URL, dict[str, Any]]:
     """``url`` without this library's connection settings, and those settings.
 
     Raises:
-        ValueError: a setting's value is not of its kind (naming it, password hidden).
+        ConfigurationError: a setting's value is not of its kind (naming it, password
+            hidden).
     """
     query = dict(url.query)
     settings: dict[str, Any] = {}
@@ -410,6 +471,39 @@ def split_settings(url: URL) -> tuple[URL, dict[str, Any]]:
         value = raw[-1] if isinstance(raw, tuple) else raw
         try:
             settings[name] = SETTINGS[name](name, value)
-        except ValueError as exc:
-            raise ValueError(f"database URL {redact_url(url)!r}: {exc}") from None
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"database URL {redact_url(url)!r}: {exc}") from None
+    check_settings(settings)
     return (url.set(query=query) if settings else url), settings
+
+
+_SESSION_SETTINGS = ("search_path", "statement_timeout")
+
+
+def convert_settings(given: dict[str, Any]) -> dict[str, Any]:
+    """Connection settings given as keyword arguments, checked and converted as in a
+    URL (the same names: :data:`SETTINGS`).
+
+    Raises:
+        ConfigurationError: naming the setting.
+    """
+    settings = {name: SETTINGS[name](name, value) for name, value in given.items()}
+    check_settings(settings)
+    return settings
+
+
+def check_settings(settings: dict[str, Any]) -> None:
+    """Refuse settings that cannot go together.
+
+    Raises:
+        ConfigurationError: a session setting behind a transaction pooler, which would
+            pass it on to no server connection.
+    """
+    if settings.get("pgbouncer"):
+        for name in _SESSION_SETTINGS:
+            if name in settings:
+                raise ConfigurationError(
+                    f"{name} does not pass through a connection pooler in transaction mode"
+                    f" (pgbouncer=true): set it on the database role instead (ALTER ROLE"
+                    f" ... SET {name} = ...)"
+                )

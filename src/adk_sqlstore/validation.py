@@ -17,9 +17,15 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
-from .errors import InvalidEventError, InvalidIdentifierError, InvalidStateError
+from .errors import (
+    InvalidArgumentError,
+    InvalidEventError,
+    InvalidIdentifierError,
+    InvalidStateError,
+)
 
 __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
@@ -27,7 +33,11 @@ __all__ = [
     "MAX_IDENTIFIER_BYTES",
     "MAX_JSON_DEPTH",
     "MAX_STATE_KEY_BYTES",
+    "check_age",
+    "check_argument",
+    "check_count",
     "check_identifier",
+    "check_session",
     "check_state_delta",
     "dump_json_value",
 ]
@@ -229,15 +239,93 @@ def check_event_fields(event: Any) -> None:
     check_timestamp("event timestamp", event.timestamp)
 
 
-def check_state_delta(delta: Mapping[str, Any] | None) -> None:
-    """Check every key and value of a state delta (or initial state).
+def check_state_delta(delta: object) -> Mapping[str, Any]:
+    """Check a state delta (or initial state): a mapping whose every key follows
+    :func:`check_state_key` (``temp:`` keys too, though they are never stored) and
+    whose every value that is stored (all but ``temp:`` keys') is exact JSON.
+
+    Returns:
+        ``delta`` (``{}`` for ``None``).
 
     Raises:
-        InvalidStateError: for the first key or value that cannot be stored exactly.
+        InvalidStateError: ``delta`` is not a mapping, or for the first key or value
+            that cannot be stored exactly.
     """
-    for key, value in (delta or {}).items():
+    if delta is None:
+        return {}
+    if not isinstance(delta, Mapping):
+        raise InvalidStateError(
+            f"state must be a dict of keys to values, not {type(delta).__name__}", key=""
+        )
+    for key, value in delta.items():
         check_state_key(key)
-        check_json_value(key, value)
+        if not key.startswith("temp:"):
+            check_json_value(key, value)
+    return delta
+
+
+def check_argument(kind: str, value: object, wanted: type | tuple[type, ...], what: str) -> Any:
+    """``value`` if it is a ``wanted`` (never a bool where a number is wanted).
+
+    Raises:
+        InvalidArgumentError: naming ``kind`` and ``what`` it must be.
+    """
+    if not isinstance(value, wanted) or (isinstance(value, bool) and bool not in _tuple(wanted)):
+        raise InvalidArgumentError(f"{kind} must be {what}, not {value!r:.80}")
+    return value
+
+
+def _tuple(wanted: type | tuple[type, ...]) -> tuple[type, ...]:
+    return wanted if isinstance(wanted, tuple) else (wanted,)
+
+
+def check_count(kind: str, value: object, *, least: int, most: int | None = None) -> int:
+    """``value`` if it is a whole number from ``least`` to ``most``.
+
+    Raises:
+        InvalidArgumentError: naming ``kind``.
+    """
+    check_argument(kind, value, int, "a whole number")
+    assert isinstance(value, int)
+    if value < least or (most is not None and value > most):
+        wanted = f"from {least:,} to {most:,}" if most is not None else f"{least:,} or more"
+        raise InvalidArgumentError(f"{kind} must be a whole number {wanted}, not {value!r}")
+    return value
+
+
+def check_age(kind: str, value: object) -> float:
+    """An age (a ``timedelta`` or seconds) as finite seconds of 0 or more.
+
+    Raises:
+        InvalidArgumentError: naming ``kind``.
+    """
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    try:
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise TypeError
+        seconds = float(seconds)
+    except (TypeError, OverflowError):
+        seconds = math.nan
+    if not 0 <= seconds < math.inf:
+        raise InvalidArgumentError(
+            f"{kind} must be a finite age (a timedelta, or seconds) of 0 or more, not {value!r}"
+        )
+    return seconds
+
+
+def check_session(value: object) -> Any:
+    """``value`` if it is a session object (of this store or ADK's): it has an app_name,
+    a user_id, an id, events and state.
+
+    Raises:
+        InvalidArgumentError: it is not.
+    """
+    if not all(hasattr(value, name) for name in ("app_name", "user_id", "id", "events", "state")):
+        raise InvalidArgumentError(
+            f"session must be a Session (app_name, user_id, id, events, state), not"
+            f" {type(value).__name__}"
+        )
+    return value
 
 
 def json_size(text: str) -> int:

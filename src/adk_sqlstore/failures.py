@@ -1,0 +1,135 @@
+"""Driver, network and connection-pool failures, as this library's typed errors: the
+one mapper every call goes through, so that the same failure gives the same error on
+every backend, in one line that says what it most likely means, with passwords hidden.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import DBAPIError, DisconnectionError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from .errors import AdkSqlStoreError, DatabaseUnavailableError, PoolTimeoutError
+from .urls import redact_url
+
+__all__ = ["database_error", "database_errors", "driver_error"]
+
+
+_DRIVER_PACKAGES = frozenset({"asyncpg", "aiosqlite", "sqlite3"})
+
+
+def driver_error(engine: AsyncEngine, exc: BaseException) -> DatabaseUnavailableError | None:
+    """The typed error for a database, network or connection-pool failure of ``engine``
+    (``None`` when ``exc`` is none of those: a bug to let through).
+
+    Covers SQLAlchemy's driver errors, OS and network errors (refused, reset, broken
+    pipe, timeouts), the drivers' own exceptions when they escape SQLAlchemy's wrapping
+    (as some connect errors do with SQLAlchemy 2.0.x), and a pool that stayed full for
+    ``pool_timeout`` seconds (:class:`PoolTimeoutError`).
+
+    Raises:
+        asyncio.CancelledError: ``exc`` is how a driver reported the cancellation of the
+            running task (Ctrl-C, a timeout around the call): cancellation is not a
+            database failure, and passes on as itself.
+    """
+    if _cancelled(exc):
+        raise asyncio.CancelledError from exc
+    if isinstance(exc, PoolTimeout):
+        pool: Any = engine.sync_engine.pool  # a QueuePool: only it can time out
+        size = f"pool_size {pool.size()} + max_overflow {pool._max_overflow}"
+        timeout = pool.timeout()
+        return PoolTimeoutError(
+            f"no database connection became free within pool_timeout ({timeout} s) on"
+            f" {redact_url(engine.url)}: all {size} were in use; raise pool_size or"
+            " max_overflow (URL parameters or keyword arguments), or pool_timeout"
+        )
+    if isinstance(exc, (DBAPIError, OSError, DisconnectionError)) or (
+        type(exc).__module__.partition(".")[0] in _DRIVER_PACKAGES
+    ):
+        return database_error(engine.url, exc)
+    return None
+
+
+def _cancelled(exc: BaseException) -> bool:
+    """Whether ``exc`` wraps a cancellation of the running task (and not a driver's
+    internal time-out dressed as one)."""
+    task = _current_task()
+    return bool(
+        task is not None
+        and task.cancelling()
+        and isinstance(_innermost(exc), asyncio.CancelledError)
+    )
+
+
+def _current_task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no running loop
+        return None
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    """The driver's own error under SQLAlchemy's and adapters' wrappers."""
+    orig = getattr(exc, "orig", None) or exc
+    while orig.__cause__ is not None:
+        orig = orig.__cause__
+    return orig
+
+
+@contextlib.contextmanager
+def database_errors(engine: AsyncEngine) -> Iterator[None]:
+    """Re-raise database, network and pool failures of ``engine`` as typed errors
+    (:func:`driver_error`); this library's own errors and bugs pass unchanged. Usable
+    around ``await``s (``with``, not ``async with``)."""
+    try:
+        yield
+    except AdkSqlStoreError:
+        raise
+    except Exception as exc:
+        typed = driver_error(engine, exc)
+        if typed is None:
+            raise
+        raise typed from exc
+
+
+# What a failure most likely means, by the driver's exception (its class name, as the
+# drivers are imported only where installed).
+_HINTS = {
+    "ConnectionRefusedError": "could not connect: is the server running, and are the host"
+    " and port right?",
+    "gaierror": "could not resolve the host name",
+    "TimeoutError": "no answer in time: a statement ran past command_timeout, or"
+    " connecting took longer than connect_timeout (the server may be hung or cut off)",
+    "CancelledError": "no answer in time (a driver time-out): the server may be hung or cut off",
+    "InvalidSQLStatementNameError": "a prepared statement is missing: behind a connection"
+    " pooler in transaction mode? add ?pgbouncer=true to the URL",
+    "DuplicatePreparedStatementError": "a prepared statement is already there: behind a"
+    " connection pooler in transaction mode? add ?pgbouncer=true to the URL",
+    "TargetServerAttributeNotMatched": "no host had the wanted target_session_attrs (no"
+    " primary yet, during a failover?)",
+}
+_CLOSED_UNDER_THE_CALL = (
+    "the connection was closed under the call: a server restart or failover, a pooler,"
+    " or a server timeout (idle_in_transaction_session_timeout, idle_session_timeout);"
+    " the server's log has the reason"
+)
+_CONNECTION_LOST = frozenset(
+    {"ConnectionResetError", "BrokenPipeError", "ConnectionDoesNotExistError", "InterfaceError"}
+)
+
+
+def database_error(url: str | URL, exc: BaseException) -> DatabaseUnavailableError:
+    """A :class:`DatabaseUnavailableError` describing a driver or network error on
+    ``url``, in one line, with passwords hidden and what it most likely means."""
+    orig = _innermost(exc)
+    name = type(orig).__name__
+    detail = (str(orig).splitlines() or [""])[0]
+    hint = _HINTS.get(name) or (_CLOSED_UNDER_THE_CALL if name in _CONNECTION_LOST else "")
+    said = "; ".join(part for part in (detail, hint) if part) or "(no message)"
+    return DatabaseUnavailableError(f"database error on {redact_url(url)}: {name}: {said}")
