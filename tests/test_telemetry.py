@@ -99,7 +99,8 @@ async def test_each_public_call_is_one_span_without_user_ids_or_content(
         assert attributes["db.system.name"] == backend
         assert attributes["db.operation.name"] == span.name.removeprefix("adk_sqlstore.")
         assert attributes["adk_sqlstore.app_name"] == "traced"
-        shown = repr(attributes)
+        shown = repr(attributes) + repr([(e.name, dict(e.attributes or {})) for e in span.events])
+        shown += repr(span.status.description)
         for private in ("secret-user-7", session.id, "private", "badminton"):
             assert private not in shown, (span.name, private)
         assert span.kind == trace.SpanKind.CLIENT
@@ -109,7 +110,34 @@ async def test_each_public_call_is_one_span_without_user_ids_or_content(
     assert rows["adk_sqlstore.search_memory"] == 1
     failed = ours[-1]
     assert failed.status.status_code == trace.StatusCode.ERROR
-    assert any(e.name == "exception" for e in failed.events)
+    error_type = "adk_sqlstore.errors.SessionNotFoundError"
+    assert dict(failed.attributes or {})["error.type"] == error_type
+    assert [dict(e.attributes or {}) for e in failed.events if e.name == "exception"] == [
+        {"exception.type": error_type}
+    ]
+
+
+async def test_a_call_made_by_another_adds_no_span(
+    spans: InMemorySpanExporter, sqlite_url: str
+) -> None:
+    async with SqlSessionService.from_url(sqlite_url) as sessions:
+        memory = SqlMemoryService(sessions.engine)
+        session = await sessions.create_session(app_name="traced", user_id="u1")
+        await sessions.append_event(
+            session, Event(author="user", content={"parts": [{"text": "hi"}]})
+        )
+        spans.clear()
+        report = await memory.close_session(app_name="traced", user_id="u1", session_id=session.id)
+        assert report.sessions == 1
+        # the same calls made one by one are spans of their own
+        await sessions.get_session(app_name="traced", user_id="u1", session_id=session.id)
+        await memory.add_session_to_memory(session)
+    names = [s.name for s in _ours(spans)]
+    assert names == [
+        "adk_sqlstore.close_session",
+        "adk_sqlstore.get_session",
+        "adk_sqlstore.add_session_to_memory",
+    ]
 
 
 async def test_identifiers_only_when_the_application_opts_in(

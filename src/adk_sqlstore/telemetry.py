@@ -18,14 +18,20 @@ conventions where they have a name:
   unless the application opts in. Text (state values, messages, queries) is never
   recorded.
 
-A failing call's span records the exception and has status ERROR. The duration is the
-span's own. Without ``opentelemetry-api`` nothing is recorded and nothing is imported.
+A failing call's span has status ERROR, ``error.type`` (the exception's class, e.g.
+``adk_sqlstore.errors.StaleSessionError``) and an ``exception`` event with
+``exception.type`` only: exception messages name sessions, users, keys and sometimes
+the values refused, so they are never recorded. A public call made by another
+(``close_session`` loading the session and ingesting it; the ADK classes calling the
+core ones) adds no span of its own: one call, one span. The duration is the span's
+own. Without ``opentelemetry-api`` nothing is recorded and nothing is imported.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Coroutine
+from contextvars import ContextVar
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 try:
@@ -41,6 +47,8 @@ T = TypeVar("T")
 
 _tracer = trace.get_tracer("adk_sqlstore") if trace is not None else None
 _record_identifiers = False
+# Set while a traced call runs, so that the public calls it makes add no spans.
+_in_call: ContextVar[bool] = ContextVar("adk_sqlstore_in_call", default=False)
 
 
 def record_identifiers(enabled: bool) -> None:
@@ -68,34 +76,62 @@ def traced(
         @functools.wraps(method)
         async def wrapper(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
             assert _tracer is not None
-            system = getattr(self, "engine").dialect.name  # noqa: B009 - S is any service
-            with _tracer.start_as_current_span(
-                f"adk_sqlstore.{operation}", kind=trace.SpanKind.CLIENT
-            ) as span:
-                span.set_attribute("db.system.name", system)
-                span.set_attribute("db.system", system)
-                span.set_attribute("db.operation.name", operation)
-                # Identifiers come as keywords, or on a session passed first.
-                first = args[0] if args else None
-                app_name = kwargs.get("app_name", getattr(first, "app_name", None))
-                if isinstance(app_name, str):
-                    span.set_attribute("adk_sqlstore.app_name", app_name)
-                if _record_identifiers:
-                    user_id = kwargs.get("user_id", getattr(first, "user_id", None))
-                    session_id = kwargs.get("session_id", getattr(first, "id", None))
-                    if isinstance(user_id, str):
-                        span.set_attribute("enduser.id", user_id)
-                    if isinstance(session_id, str):
-                        span.set_attribute("adk_sqlstore.session_id", session_id)
-                result = await method(self, *args, **kwargs)
-                count = rows(result) if rows is not None else None
-                if count is not None:
-                    span.set_attribute("db.response.returned_rows", count)
-                return result
+            if _in_call.get():  # a public call made by a traced one: no span of its own
+                return await method(self, *args, **kwargs)
+            outer = _in_call.set(True)
+            try:
+                with _tracer.start_as_current_span(
+                    f"adk_sqlstore.{operation}",
+                    kind=trace.SpanKind.CLIENT,
+                    record_exception=False,  # the message may name users or values
+                    set_status_on_exception=False,
+                ) as span:
+                    _describe(span, operation, self, args, kwargs)
+                    try:
+                        result = await method(self, *args, **kwargs)
+                    except BaseException as exc:
+                        _record_failure(span, exc)
+                        raise
+                    count = rows(result) if rows is not None else None
+                    if count is not None:
+                        span.set_attribute("db.response.returned_rows", count)
+                    return result
+            finally:
+                _in_call.reset(outer)
 
         return wrapper
 
     return decorate
+
+
+def _describe(span: Any, operation: str, service: Any, args: Any, kwargs: Any) -> None:
+    """Set the attributes known before the call: the database, the operation, the app
+    and (when :func:`record_identifiers` is on) the user and session ids, which come
+    as keywords or on a session passed first."""
+    system = service.engine.dialect.name
+    span.set_attribute("db.system.name", system)
+    span.set_attribute("db.system", system)
+    span.set_attribute("db.operation.name", operation)
+    first = args[0] if args else None
+    app_name = kwargs.get("app_name", getattr(first, "app_name", None))
+    if isinstance(app_name, str):
+        span.set_attribute("adk_sqlstore.app_name", app_name)
+    if _record_identifiers:
+        user_id = kwargs.get("user_id", getattr(first, "user_id", None))
+        session_id = kwargs.get("session_id", getattr(first, "id", None))
+        if isinstance(user_id, str):
+            span.set_attribute("enduser.id", user_id)
+        if isinstance(session_id, str):
+            span.set_attribute("adk_sqlstore.session_id", session_id)
+
+
+def _record_failure(span: Any, exc: BaseException) -> None:
+    """Status ERROR and the exception's type (``error.type``, an ``exception`` event),
+    never its message."""
+    error_type = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    span.set_attribute("error.type", error_type)
+    span.add_event("exception", {"exception.type": error_type})
+    span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__name__))
 
 
 def events_of(session: Any) -> int | None:
