@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -133,6 +134,26 @@ async def test_an_sqlite_file_migrates_itself_unless_told_not_to(tmp_path: Path)
         assert tables == []
     finally:
         await engine.dispose()
+
+
+@pytest.mark.sqlite
+async def test_a_service_starting_beside_a_busy_writer_reads_at_once(tmp_path: Path) -> None:
+    """auto_migrate on a file already at head takes no write lock: a new worker reads
+    while another holds SQLite's write lock (it used to wait the busy timeout, then
+    fail)."""
+    path = tmp_path / "busy.db"
+    async with SqlSessionService.from_url(f"sqlite:///{path}") as service:
+        await service.create_session(app_name="app", user_id="u1", session_id="s1")
+    writer = sqlite3.connect(path, isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")  # a writer mid-transaction
+        url = f"sqlite:///{path}?sqlite_busy_timeout=1"
+        async with SqlSessionService.from_url(url, auto_migrate=True) as service:
+            got = await service.get_session(app_name="app", user_id="u1", session_id="s1")
+            assert got is not None and got.id == "s1"
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
 
 
 @pytest.mark.postgres

@@ -57,7 +57,7 @@ from .errors import (
     StaleSessionError,
 )
 from .failures import database_error, driver_error
-from .migration import check_schema, upgrade
+from .migration import HEAD_REVISION, check_schema, current_revision, upgrade
 from .models import Event, GetSessionConfig, ListSessionsResponse, Session
 from .state import ScopedDelta, drop_temp, merge_state, split_delta
 from .store import ClosedOnExit
@@ -388,7 +388,9 @@ class SqlSessionService(ClosedOnExit):
                 return
             try:
                 async with self._database_errors():
-                    if self._auto_migrate:
+                    # At head, auto_migrate takes no lock: a service starting beside a
+                    # busy SQLite writer does not wait for its write lock.
+                    if self._auto_migrate and await current_revision(self.engine) != HEAD_REVISION:
                         await upgrade(self.engine)
                     await check_schema(self.engine)
             except SchemaNotMigratedError as exc:
