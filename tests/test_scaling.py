@@ -9,12 +9,15 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, text
 
 from adk_sqlstore import Event, EventActions, MemoryEntry, SqlMemoryService, SqlSessionService
+
+from .conftest import PostgresFactory
 
 USER_TABLES = (
     "sqlstore_sessions",
@@ -130,3 +133,77 @@ async def test_every_statement_of_a_users_call_filters_on_user_id(postgres_url: 
     for statement in recorder.by_call["list_sessions(app)"]:
         if any(table in statement for table in USER_TABLES):
             assert re.search(r"\bapp_name\s*=", statement), statement
+
+
+def _citus_trigger_sql() -> str:
+    """The block of docs/scaling.md that replaces the statistics triggers for Citus."""
+    doc = (Path(__file__).parent.parent / "docs" / "scaling.md").read_text()
+    blocks = re.findall(r"```sql\n(.*?)```", doc, re.S)
+    replacing = [b for b in blocks if "sqlstore_memories_counted_row" in b]
+    assert len(replacing) == 1, "docs/scaling.md has one block replacing the triggers"
+    return replacing[0]
+
+
+async def _stats_and_truth(engine: Any) -> tuple[list[Any], list[Any]]:
+    async with engine.connect() as conn:
+        stats = (
+            await conn.execute(
+                text(
+                    "SELECT app_name, user_id, doc_count, lexeme_count FROM sqlstore_memory_stats"
+                    " WHERE doc_count > 0 ORDER BY 1, 2"
+                )
+            )
+        ).all()
+        truth = (
+            await conn.execute(
+                text(
+                    "SELECT app_name, user_id, count(*), sum(length(search_vector))"
+                    " FROM sqlstore_memories GROUP BY 1, 2 ORDER BY 1, 2"
+                )
+            )
+        ).all()
+    return [tuple(r) for r in stats], [tuple(r) for r in truth]
+
+
+@pytest.mark.postgres
+async def test_the_citus_row_triggers_keep_the_search_statistics_exact(
+    postgres_factory: PostgresFactory,
+) -> None:
+    url = postgres_factory.create()
+    async with SqlSessionService.from_url(url) as sessions:
+        async with sessions.engine.connect() as conn:
+            raw = await conn.get_raw_connection()
+            await raw.driver_connection.execute(_citus_trigger_sql())  # type: ignore[union-attr]
+            triggers = (
+                await conn.execute(
+                    text(
+                        "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal"
+                        " AND tgrelid = 'sqlstore_memories'::regclass"
+                    )
+                )
+            ).scalars()
+            assert list(triggers) == ["sqlstore_memories_counted_row"]
+        memory = SqlMemoryService(sessions.engine)
+        for user in ("u1", "u2"):
+            key = {"app_name": "stats", "user_id": user}
+            session = await sessions.create_session(**key, session_id="s")
+            for n in range(4):
+                await sessions.append_event(
+                    session,
+                    Event(
+                        author="user", content={"parts": [{"text": f"{user} plays badminton {n}"}]}
+                    ),
+                )
+                await memory.add_session_to_memory(session)  # re-ingested: updates and inserts
+            await memory.add_memory(
+                **key,
+                memories=[MemoryEntry(content={"parts": [{"text": t}]}) for t in ("tea", "jazz")],
+            )
+        stats, truth = await _stats_and_truth(sessions.engine)
+        assert stats == truth and len(truth) == 2
+        await memory.delete_memories(app_name="stats", user_id="u1", session_id="s")
+        await sessions.forget_user(app_name="stats", user_id="u2")
+        stats, truth = await _stats_and_truth(sessions.engine)
+        assert stats == truth == [("stats", "u1", 2, 2)]
+        found = await memory.search_memory(app_name="stats", user_id="u1", query="jazz")
+        assert len(found.memories) == 1
