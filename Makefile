@@ -3,7 +3,7 @@
 #   make test      creates .venv, installs the test tools, runs the test suite in parallel
 #                  (about 1.5 min on 2 cores), without the long soak tests
 #   make test-all  (CI) every test, soak included, then the PostgreSQL tests again on a
-#                  throwaway password-protected server (about 2.5 min on 2 cores)
+#                  throwaway password-protected server and through PgBouncer (about 4 min)
 PYTHON ?= python3
 NEWEST_PYTHON ?= python3.13
 VENV ?= .venv
