@@ -138,7 +138,7 @@ async def monday(url: str) -> str:
         )
         session = await sessions.create_session(app_name=APP, user_id=USER)
         await run_turn(runner, session.id, MONDAY)
-        await memory.close_session(app_name=APP, user_id=USER, session_id=session.id)
+        await memory.ingest_session(app_name=APP, user_id=USER, session_id=session.id)
         return session.id
 
 

@@ -19,11 +19,11 @@ from adk_sqlstore import (
     AdkSqlStoreError,
     Event,
     EventActions,
+    IngestEvery,
     InvalidArgumentError,
     InvalidEventError,
     InvalidMemoryError,
     InvalidStateError,
-    MemoryCheckpoint,
     MemoryEntry,
     SqlMemoryService,
     SqlSessionService,
@@ -39,7 +39,7 @@ def _event(**delta: Any) -> Event:
 
 
 async def _checkpoint(memory: SqlMemoryService, every: Any) -> None:
-    MemoryCheckpoint(memory, every=every)
+    IngestEvery(memory, every=every)
 
 
 # (call, error type, words the message must contain)
@@ -158,7 +158,7 @@ CASES: dict[str, tuple[Call, type[Exception], str]] = {
         InvalidArgumentError,
         "replace",
     ),
-    "MemoryCheckpoint every 0": (
+    "IngestEvery every 0": (
         lambda s, m, _: _checkpoint(m, 0),
         InvalidArgumentError,
         "every",

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from adk_sqlstore import Event, SqlSessionService
 from adk_sqlstore.cli import app
 from adk_sqlstore.migration import HEAD_REVISION
-from adk_sqlstore.session_json import dump_session, load_session
+from adk_sqlstore.sessions.json_files import dump_session, load_session
 from adk_sqlstore.urls import DATABASE_URL_ENV
 
 from .conftest import PostgresFactory, run_sync, shared_data

@@ -94,7 +94,7 @@ async def test_an_event_that_would_not_read_back_is_refused(
 async def test_import_refuses_a_session_that_would_not_read_back(
     service: SqlSessionService,
 ) -> None:
-    from adk_sqlstore.session_json import load_session
+    from adk_sqlstore.sessions.json_files import load_session
 
     for stamp in ["1e400", "NaN"]:
         doc = (
@@ -453,7 +453,7 @@ def test_alembic_offline_sql_works_on_sqlite(tmp_path: Path) -> None:
 
 
 def test_card_numbers_with_other_separators_are_masked() -> None:
-    from adk_sqlstore.redaction import mask_card_numbers
+    from adk_sqlstore.memory.redaction import mask_card_numbers
 
     for card in [
         "4111\u00a01111\u00a01111\u00a01111",
@@ -465,7 +465,7 @@ def test_card_numbers_with_other_separators_are_masked() -> None:
 
 
 def test_json_lines_and_arrays_load_as_sessions() -> None:
-    from adk_sqlstore.session_json import load_sessions
+    from adk_sqlstore.sessions.json_files import load_sessions
 
     one = {"id": "s1", "app_name": "a", "user_id": "u"}
     two = {"id": "s2", "app_name": "a", "user_id": "u"}

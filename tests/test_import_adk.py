@@ -293,7 +293,7 @@ def test_batches_of_sessions_cover_every_session(
     adk_source: Source, sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Sessions are read in key-order batches; with batches of 3 the 4 sessions take two."""
-    from adk_sqlstore import adk_import
+    from adk_sqlstore.adk import database_import as adk_import
 
     monkeypatch.setattr(adk_import, "_BATCH", 3)
     _import(adk_source.url, sqlite_url)

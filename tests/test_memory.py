@@ -19,6 +19,7 @@ from sqlalchemy.engine import make_url
 
 from adk_sqlstore import (
     Event,
+    IngestEvery,
     InvalidMemoryError,
     MemoryCheckpoint,
     MemoryEntry,
@@ -446,8 +447,9 @@ async def test_a_big_users_top_k_is_the_exact_bm25_top_k(memory: SqlMemoryServic
 async def test_postgres_search_uses_the_gin_index(postgres_url: str) -> None:
     """On a table big enough that the planner prefers it, the tsvector match and the
     (app_name, user_id) filter are one GIN index scan: the user's postings only."""
-    from adk_sqlstore.dialect import _PG_BEST, _PG_CANDIDATES
-    from adk_sqlstore.text import search_scope
+    from adk_sqlstore.search.lexical import BM25_B, BM25_K1
+    from adk_sqlstore.search.text import search_scope
+    from adk_sqlstore.sql.search import PG_CANDIDATES, pg_best
 
     rng = random.Random(7)
     words = [f"w{n:04d}x" for n in range(3000)]
@@ -460,6 +462,8 @@ async def test_postgres_search_uses_the_gin_index(postgres_url: str) -> None:
         "avgdl": 8.0,
         "limit": 10,
         "search_scope": search_scope(APP, "heavy"),
+        "k1": BM25_K1,
+        "b": BM25_B,
     }
     async with SqlMemoryService.from_url(postgres_url) as memory:
         for user in ("heavy", "neighbour"):
@@ -476,7 +480,7 @@ async def test_postgres_search_uses_the_gin_index(postgres_url: str) -> None:
         async with memory.engine.connect() as conn:
             await conn.execute(text("ANALYZE sqlstore_memories"))
             await conn.commit()
-            for statement in (_PG_CANDIDATES.text, _PG_BEST.format(seen="")):
+            for statement in (PG_CANDIDATES.text, pg_best(excluding_seen=False).text):
                 result = await conn.execute(text("EXPLAIN " + statement), params)
                 plans.append("\n".join(row[0] for row in result.all()))
         found = await memory.search_memory(app_name=APP, user_id="heavy", query="which w0042x?")
@@ -694,7 +698,7 @@ async def test_forget_user_clears_the_statistics_of_tables_it_leaves_empty(
     was the only one with events and memories, those tables' old statistics still named
     them (a fresh-user review). They are deleted (the test server's role may)."""
     async with SqlMemoryService.from_url(postgres_url) as memory:
-        sessions = memory.sessions
+        sessions = SqlSessionService(memory.store)
         for n in range(20):  # others: sessions only
             await sessions.create_session(app_name=APP, user_id=f"other-{n}")
         for n in range(30):
@@ -870,7 +874,7 @@ async def test_idle_ingestion_streams_in_batches_and_filters_by_app(
     assert await memory.count_idle_sessions(idle_for=timedelta(minutes=30)) == 1
 
 
-async def test_close_session_reloads_and_is_safe_to_retry(
+async def test_ingest_session_reloads_and_is_safe_to_retry(
     service: SqlSessionService, memory: SqlMemoryService
 ) -> None:
     s = await session_with(service, "u1", "first thing about llamas")
@@ -878,17 +882,34 @@ async def test_close_session_reloads_and_is_safe_to_retry(
     await service.append_event(s, turn("second thing about llamas"))
     await memory.add_session_to_memory(stale_copy)  # an old object: one event
     for _ in range(3):
-        report = await memory.close_session(app_name=APP, user_id="u1", session_id=s.id)
+        report = await memory.ingest_session(app_name=APP, user_id="u1", session_id=s.id)
         assert report.events == 2
     assert len((await search(memory, "llamas")).memories) == 2
-    missing = await memory.close_session(app_name=APP, user_id="u1", session_id="nope")
+    missing = await memory.ingest_session(app_name=APP, user_id="u1", session_id="nope")
     assert missing.sessions == 0
 
 
-async def test_checkpoint_ingests_every_n_events(db_url: str) -> None:
+async def test_the_former_names_still_work_and_say_they_are_deprecated(
+    service: SqlSessionService, memory: SqlMemoryService
+) -> None:
+    s = await session_with(service, "u1", "old names about llamas")
+    with pytest.warns(DeprecationWarning, match="ingest_session"):
+        report = await memory.close_session(app_name=APP, user_id="u1", session_id=s.id)
+    assert report.events == 1
+    with pytest.warns(DeprecationWarning, match="IngestEvery"):
+        checkpoint = MemoryCheckpoint(memory, every=1)
+    assert isinstance(checkpoint, IngestEvery)
+    with pytest.warns(DeprecationWarning, match="after_append"):
+        old = SqlSessionService(memory.store, memory_checkpoint=checkpoint)
+    s2 = await old.create_session(app_name=APP, user_id="u1")
+    await old.append_event(s2, turn("checkpointed walrus"))
+    assert len((await search(memory, "walrus")).memories) == 1
+
+
+async def test_ingest_every_ingests_every_n_events(db_url: str) -> None:
     async with SqlMemoryService.from_url(db_url) as memory:
-        checkpoint = MemoryCheckpoint(memory, every=3)
-        async with SqlSessionService(memory.engine, memory_checkpoint=checkpoint) as service:
+        checkpoint = IngestEvery(memory, every=3)
+        async with SqlSessionService(memory.store, after_append=checkpoint) as service:
             s = await service.create_session(app_name=APP, user_id="u1")
             counts = []
             for n in range(7):
@@ -897,6 +918,6 @@ async def test_checkpoint_ingests_every_n_events(db_url: str) -> None:
     assert counts == [0, 0, 3, 3, 3, 6, 6]
 
 
-def test_checkpoint_needs_a_positive_interval() -> None:
+async def test_ingest_every_needs_a_positive_interval(memory: SqlMemoryService) -> None:
     with pytest.raises(ValueError, match="1 or more"):
-        MemoryCheckpoint(object(), every=0)  # type: ignore[arg-type]
+        IngestEvery(memory, every=0)

@@ -206,7 +206,7 @@ async def test_ingesting_a_session_loaded_before_its_prune_leaves_no_memories(
         with pytest.raises(SessionNotFoundError, match="deleted since it was loaded"):
             await memory.add_session_to_memory(loaded)
         # the explicit close of a session that is gone ingests nothing, as documented
-        report = await memory.close_session(app_name="app-a", user_id="u1", session_id=s.id)
+        report = await memory.ingest_session(app_name="app-a", user_id="u1", session_id=s.id)
         assert report.sessions == 0
         found = await memory.search_memory(app_name="app-a", user_id="u1", query="zebra")
     assert found.memories == []

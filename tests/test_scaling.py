@@ -104,8 +104,8 @@ async def test_every_statement_of_a_users_call_filters_on_user_id(postgres_url: 
             )
         with recorder.call("search_memory"):
             await memory.search_memory(**key, query="badminton turn")
-        with recorder.call("close_session"):
-            await memory.close_session(**key, session_id=session.id)
+        with recorder.call("ingest_session"):
+            await memory.ingest_session(**key, session_id=session.id)
         with recorder.call("delete_memories"):
             await memory.delete_memories(**key, session_id="s2")
         with recorder.call("import_session"):

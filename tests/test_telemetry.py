@@ -127,14 +127,14 @@ async def test_a_call_made_by_another_adds_no_span(
             session, Event(author="user", content={"parts": [{"text": "hi"}]})
         )
         spans.clear()
-        report = await memory.close_session(app_name="traced", user_id="u1", session_id=session.id)
+        report = await memory.ingest_session(app_name="traced", user_id="u1", session_id=session.id)
         assert report.sessions == 1
         # the same calls made one by one are spans of their own
         await sessions.get_session(app_name="traced", user_id="u1", session_id=session.id)
         await memory.add_session_to_memory(session)
     names = [s.name for s in _ours(spans)]
     assert names == [
-        "adk_sqlstore.close_session",
+        "adk_sqlstore.ingest_session",
         "adk_sqlstore.get_session",
         "adk_sqlstore.add_session_to_memory",
     ]

@@ -30,12 +30,13 @@ if TYPE_CHECKING:
         InvalidIdentifierError,
         InvalidMemoryError,
         InvalidStateError,
+        MigrationError,
         PoolTimeoutError,
         SchemaNotMigratedError,
         SessionNotFoundError,
         StaleSessionError,
     )
-    from .memory import IngestReport, MemoryCheckpoint, SqlMemoryService
+    from .memory import IngestEvery, IngestReport, MemoryCheckpoint, SqlMemoryService
     from .models import (
         Content,
         Event,
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
         Session,
     )
     from .sessions import PruneReport, SqlSessionService
+    from .store import Store
 
 _HOMES = {
     "errors": [
@@ -60,12 +62,13 @@ _HOMES = {
         "InvalidIdentifierError",
         "InvalidMemoryError",
         "InvalidStateError",
+        "MigrationError",
         "PoolTimeoutError",
         "SchemaNotMigratedError",
         "SessionNotFoundError",
         "StaleSessionError",
     ],
-    "memory": ["IngestReport", "MemoryCheckpoint", "SqlMemoryService"],
+    "memory": ["IngestEvery", "IngestReport", "MemoryCheckpoint", "SqlMemoryService"],
     "models": [
         "Content",
         "Event",
@@ -78,6 +81,7 @@ _HOMES = {
         "Session",
     ],
     "sessions": ["PruneReport", "SqlSessionService"],
+    "store": ["Store"],
 }
 _MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
 
@@ -90,6 +94,7 @@ __all__ = [
     "Event",
     "EventActions",
     "GetSessionConfig",
+    "IngestEvery",
     "IngestReport",
     "InvalidArgumentError",
     "InvalidEventError",
@@ -99,6 +104,7 @@ __all__ = [
     "ListSessionsResponse",
     "MemoryCheckpoint",
     "MemoryEntry",
+    "MigrationError",
     "Part",
     "PoolTimeoutError",
     "PruneReport",
@@ -109,6 +115,7 @@ __all__ = [
     "SqlMemoryService",
     "SqlSessionService",
     "StaleSessionError",
+    "Store",
 ]
 
 __version__ = "0.1.0"

@@ -38,7 +38,7 @@ from rich.markup import escape
 from rich.rule import Rule
 from rich.table import Table
 
-from .cli import make_console
+from .console import make_console
 from .memory import SqlMemoryService
 from .models import Content, Event, EventActions, FunctionCall, FunctionResponse, Part, Session
 from .sessions import SqlSessionService
@@ -260,7 +260,7 @@ async def monday(console: Console) -> None:
     """Forget the demo's earlier runs (in its own app), then run Monday's conversation."""
     monday_at, _ = demo_week()
     async with SqlSessionService.from_url() as sessions:
-        memory = SqlMemoryService(sessions.engine)
+        memory = SqlMemoryService(sessions.store)
         forgotten = await sessions.forget_user(app_name=APP_NAME, user_id=USER_ID)
         if forgotten["sessions"] or forgotten["memories"]:
             console.print(
@@ -301,7 +301,7 @@ async def thursday(console: Console) -> None:
     """A new session in a new process: key lookup for the diet, memory for the address."""
     _, thursday_at = demo_week()
     async with SqlSessionService.from_url() as sessions:
-        memory = SqlMemoryService(sessions.engine)
+        memory = SqlMemoryService(sessions.store)
         session = await sessions.create_session(app_name=APP_NAME, user_id=USER_ID)
         console.print(
             _rule(

@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.engine import URL
+from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import ArgumentError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool
 
 from .errors import ConfigurationError
-from .urls import (
+from .settings import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_OVERFLOW,
     DEFAULT_POOL_SIZE,
@@ -34,10 +34,9 @@ from .urls import (
     SETTINGS,
     check_settings,
     convert_settings,
-    normalize_url,
-    redact_url,
-    split_settings,
 )
+from .sql.connection import BEGIN_READ, BEGIN_WRITE, sqlite_pragmas
+from .urls import normalize_url, redact_url, split_settings
 
 __all__ = [
     "WRITE_OPTION",
@@ -57,46 +56,20 @@ WRITE_OPTION = "adk_sqlstore_write"
 def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
     """Create an :class:`AsyncEngine` for ``url`` configured by :func:`configure_engine`.
 
-    Connection settings come from the URL's query (``?pool_size=5&statement_timeout=30s``)
-    or, winning over it, from keyword arguments of the same names:
-
-    - ``pool_size`` (default 5), ``max_overflow`` (default 0): connections kept open,
-      and opened beyond them under load, per process and event loop. The defaults
-      suit a server shared by many workers: 5 connections kept busy did as much as 10,
-      20 or 40 for 50 concurrent tasks on a 2-vCPU client, and overflow connections,
-      opened and closed per use, only cost (``python -m benchmarks.pool_sizes``:
-      500 cycles/s at 5+0, 534 at 10+0, 331 at 20+20); a burst waits for a free
-      connection instead, up to ``pool_timeout``;
-    - ``connect_timeout`` (PostgreSQL, seconds, default 10): to connect to one host;
-      each host of a several-hosts URL gets that long, so that a failover reaches the
-      promoted standby even when the old primary hangs rather than refuses;
-    - ``pool_timeout`` (seconds, default 30): how long a call waits for a connection
-      when all are in use, then fails with :class:`PoolTimeoutError`;
-    - ``pool_recycle`` (seconds, default never): replace connections older than this;
-    - ``pool_pre_ping`` (default false): test each connection before use (a closed
-      socket is always detected without it);
-    - ``statement_timeout`` (PostgreSQL; ``30s``, ``500ms`` or milliseconds): the
-      server cancels longer statements (the call fails with
-      :class:`DatabaseUnavailableError`); ``command_timeout`` (seconds): the client
-      gives up waiting for one. Without it, a call on a connection to a server that
-      stopped answering (not one that closed it) waits for the kernel's TCP timeout:
-      set it where servers can hang or be cut off;
-    - ``search_path`` (PostgreSQL): the schema(s) the tables live in, e.g. ``agents``;
-    - ``pgbouncer=true``: behind a pooler in transaction mode (PgBouncer, Supabase's,
-      many managed offerings): statements are prepared unnamed, never reused or left
-      on a server connection, and every statement runs inside a transaction. Session
-      settings (``search_path``, ``statement_timeout``) do not pass through such a
-      pooler: set them on the role (``ALTER ROLE ... SET``);
-    - ``sqlite_busy_timeout`` (seconds, default 30): how long an SQLite writer waits
-      for the lock.
+    Connection settings (:mod:`adk_sqlstore.settings`: pool sizes, time-outs,
+    ``search_path``, ``pgbouncer``, ...) come from the URL's query
+    (``?pool_size=5&statement_timeout=30s``) or, winning over it, from keyword
+    arguments of the same names.
 
     Args:
         url: a database URL (normalised with the asyncio driver).
-        **kwargs: the settings above; anything else is passed to
+        **kwargs: the settings; anything else is passed to
             :func:`sqlalchemy.ext.asyncio.create_async_engine`.
 
     Raises:
-        ValueError: the URL or a setting is invalid, or the driver is not installed.
+        ConfigurationError: the URL or a setting is invalid, the driver is not
+            installed, or SQLAlchemy does not take a keyword argument (a
+            ``ValueError``; the message hides the password).
     """
     given = normalize_url(url)
     normalized, settings = split_settings(given)
@@ -104,38 +77,14 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
         convert_settings({name: kwargs.pop(name) for name in SETTINGS.keys() & kwargs.keys()})
     )
     check_settings(settings)
-    backend = normalized.get_backend_name()
     for name in ("pool_size", "max_overflow", "pool_timeout", "pool_recycle", "pool_pre_ping"):
         if name in settings:
             kwargs.setdefault(name, settings[name])
-    if backend == "postgresql":
+    if normalized.get_backend_name() == "postgresql":
         postgres_options(settings, kwargs)
-    elif backend == "sqlite":
-        database = normalized.database or ""
-        if database and database != ":memory:" and not database.startswith("file:"):
-            folder = Path(database).resolve().parent
-            if not folder.is_dir():  # fail here, not in aiosqlite's thread
-                raise ConfigurationError(
-                    f"the folder {folder} of SQLite database {database} does not exist"
-                )
-            # A pool of open connections, as SQLAlchemy 2.1 chooses for a file (2.0 opens
-            # a connection, and aiosqlite's thread, per use).
-            kwargs.setdefault("poolclass", AsyncAdaptedQueuePool)
-        # Every transaction of this library ends in COMMIT or ROLLBACK, so the pool's
-        # extra ROLLBACK on check-in would only cost a trip to aiosqlite's thread.
-        kwargs.setdefault("pool_reset_on_return", None)
-    try:
-        engine = create_async_engine(normalized, **kwargs)
-    except ModuleNotFoundError as exc:
-        extra = "postgres" if backend == "postgresql" else "sqlite"
-        raise ConfigurationError(
-            f"the {exc.name} driver for {redact_url(normalized)} is not installed: pip install"
-            f" 'adk-sqlstore[{extra}]'"
-        ) from exc
-    except (ArgumentError, TypeError) as exc:  # keyword arguments SQLAlchemy does not take
-        raise ConfigurationError(
-            f"cannot make an engine for {redact_url(normalized)}: {exc}"
-        ) from exc
+    else:
+        _sqlite_options(normalized, kwargs)
+    engine = _create(normalized, kwargs)
     configure_engine(
         engine,
         sqlite_busy_timeout=settings.get("sqlite_busy_timeout", DEFAULT_SQLITE_BUSY_TIMEOUT),
@@ -143,6 +92,41 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
     )
     engine.sync_engine.__dict__[_GIVEN_URL] = given
     return engine
+
+
+def _sqlite_options(url: URL, kwargs: dict[str, Any]) -> None:
+    """Add the engine arguments of an SQLite file to ``kwargs``.
+
+    Raises:
+        ConfigurationError: the file's folder does not exist.
+    """
+    database = url.database or ""
+    if database and database != ":memory:" and not database.startswith("file:"):
+        folder = Path(database).resolve().parent
+        if not folder.is_dir():  # fail here, not in aiosqlite's thread
+            raise ConfigurationError(
+                f"the folder {folder} of SQLite database {database} does not exist"
+            )
+        # A pool of open connections, as SQLAlchemy 2.1 chooses for a file (2.0 opens
+        # a connection, and aiosqlite's thread, per use).
+        kwargs.setdefault("poolclass", AsyncAdaptedQueuePool)
+    # Every transaction of this library ends in COMMIT or ROLLBACK, so the pool's
+    # extra ROLLBACK on check-in would only cost a trip to aiosqlite's thread.
+    kwargs.setdefault("pool_reset_on_return", None)
+
+
+def _create(url: URL, kwargs: dict[str, Any]) -> AsyncEngine:
+    """``create_async_engine``, its failures as :class:`ConfigurationError`."""
+    try:
+        return create_async_engine(url, **kwargs)
+    except ModuleNotFoundError as exc:
+        extra = "postgres" if url.get_backend_name() == "postgresql" else "sqlite"
+        raise ConfigurationError(
+            f"the {exc.name} driver for {redact_url(url)} is not installed: pip install"
+            f" 'adk-sqlstore[{extra}]'"
+        ) from exc
+    except (ArgumentError, TypeError) as exc:  # keyword arguments SQLAlchemy does not take
+        raise ConfigurationError(f"cannot make an engine for {redact_url(url)}: {exc}") from exc
 
 
 _GIVEN_URL = "_adk_sqlstore_url"
@@ -198,7 +182,7 @@ def _unnamed() -> str:
 
 def postgres_options(settings: dict[str, Any], kwargs: dict[str, Any]) -> None:
     """Add to ``kwargs`` (of ``create_async_engine``) the engine and asyncpg arguments
-    of PostgreSQL connection ``settings`` (:data:`adk_sqlstore.urls.SETTINGS`)."""
+    of PostgreSQL connection ``settings`` (:data:`adk_sqlstore.settings.SETTINGS`)."""
     if "poolclass" not in kwargs:
         kwargs.setdefault("pool_size", DEFAULT_POOL_SIZE)
         kwargs.setdefault("max_overflow", DEFAULT_MAX_OVERFLOW)
@@ -230,6 +214,10 @@ def postgres_options(settings: dict[str, Any], kwargs: dict[str, Any]) -> None:
         del kwargs["connect_args"]
 
 
+_CONFIGURED = "_adk_sqlstore_configured"  # kept on the sync engine: whether, and how
+_PGBOUNCER = "_adk_sqlstore_pgbouncer"
+
+
 def configure_engine(
     engine: AsyncEngine,
     *,
@@ -246,41 +234,43 @@ def configure_engine(
     timeout) is replaced when it is checked out, without a round trip: asyncpg knows
     its socket is gone, so the call runs on a new connection instead of failing.
 
-    Each new SQLite connection gets ``journal_mode=WAL``, ``synchronous=NORMAL``
-    (durable across application crashes), ``foreign_keys=ON`` and a busy timeout.
-    Transactions are begun by this library rather than by the driver: ``BEGIN`` for
-    reads, so that every read of a call sees one snapshot, and ``BEGIN IMMEDIATE`` for
-    writes, so that a writer waits for the lock (up to the busy timeout) instead of
-    failing with "database is locked" when it upgrades a read lock.
+    SQLite: each new connection gets the settings of
+    :func:`adk_sqlstore.sql.connection.sqlite_pragmas` (WAL, ``synchronous=NORMAL``,
+    foreign keys, ``secure_delete``, the busy timeout). Transactions are begun by this
+    library rather than by the driver: ``BEGIN`` for reads, so that every read of a
+    call sees one snapshot, and ``BEGIN IMMEDIATE`` for writes, so that a writer waits
+    for the lock (up to the busy timeout) instead of failing with "database is locked"
+    when it upgrades a read lock.
     """
     sync_engine = engine.sync_engine
-    if getattr(sync_engine, "_adk_sqlstore", False):
+    if sync_engine.__dict__.get(_CONFIGURED, False):
         return
-    sync_engine._adk_sqlstore = True  # type: ignore[attr-defined]
-    sync_engine._adk_sqlstore_pgbouncer = pgbouncer  # type: ignore[attr-defined]
+    sync_engine.__dict__[_CONFIGURED] = True
+    sync_engine.__dict__[_PGBOUNCER] = pgbouncer
     if sync_engine.dialect.name == "postgresql":
+        _configure_postgres(sync_engine)
+    elif sync_engine.dialect.name == "sqlite":
+        _configure_sqlite(sync_engine, sqlite_busy_timeout)
 
-        @event.listens_for(sync_engine, "checkout")
-        def _on_checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
-            driver = getattr(dbapi_connection, "driver_connection", None)
-            if driver is not None and driver.is_closed():
-                raise DisconnectionError("the server closed this pooled connection")
 
-        return
-    if sync_engine.dialect.name != "sqlite":
-        return
-    busy_ms = int(sqlite_busy_timeout * 1000)
+def _configure_postgres(sync_engine: Engine) -> None:
+    @event.listens_for(sync_engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        driver = getattr(dbapi_connection, "driver_connection", None)
+        if driver is not None and driver.is_closed():
+            raise DisconnectionError("the server closed this pooled connection")
+
+
+def _configure_sqlite(sync_engine: Engine, busy_timeout: float) -> None:
+    pragmas = sqlite_pragmas(busy_timeout)
 
     @event.listens_for(sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
         cursor = dbapi_connection.cursor()
         try:
-            cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
-            cursor.execute("PRAGMA journal_mode = WAL")
-            cursor.execute("PRAGMA synchronous = NORMAL")
-            cursor.execute("PRAGMA foreign_keys = ON")
-            cursor.execute("PRAGMA secure_delete = ON")  # deleted text is zeroed, not left
+            for pragma in pragmas:
+                cursor.execute(pragma)
         finally:
             cursor.close()
 
@@ -289,14 +279,14 @@ def configure_engine(
         # The pool does not roll back on check-in (pool_reset_on_return=None, one trip
         # to aiosqlite's thread saved per call); a transaction a cancelled read left
         # open is rolled back here, so that no pooled connection keeps one.
-        raw = getattr(getattr(dbapi_connection, "driver_connection", None), "_conn", None)
-        if reset_state.asyncio_safe and raw is not None and raw.in_transaction:
+        driver = getattr(dbapi_connection, "driver_connection", None)
+        if reset_state.asyncio_safe and getattr(driver, "in_transaction", False):
             dbapi_connection.rollback()
 
     @event.listens_for(sync_engine, "begin")
     def _on_begin(conn: Any) -> None:
         write = conn.get_execution_options().get(WRITE_OPTION, False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+        conn.exec_driver_sql(BEGIN_WRITE if write else BEGIN_READ)
 
 
 # -- one engine, several event loops ------------------------------------------------------
@@ -424,18 +414,18 @@ class EngineViews:
     Attributes:
         write: transactions that write (SQLite: ``BEGIN IMMEDIATE``).
         read: read transactions (PostgreSQL: read-only, repeatable read: one snapshot).
-        direct: the hot paths' connection outside any transaction (PostgreSQL
-            AUTOCOMMIT: one statement is one atomic round trip; SQLite: the statements
-            run in aiosqlite's thread, which begins and commits itself). Behind a
-            transaction pooler it is ``write`` (see ``direct_begins``).
-        direct_begins: whether ``direct`` connections must be used inside
+        autocommit: the hot paths' connection outside any transaction (PostgreSQL
+            AUTOCOMMIT: one statement is one atomic round trip; SQLite: a batch of
+            statements runs in aiosqlite's thread, which begins and commits itself).
+            Behind a transaction pooler it is ``write`` (see ``autocommit_begins``).
+        autocommit_begins: whether ``autocommit`` connections must be used inside
             ``engine.begin()`` (a transaction pooler) rather than ``connect()``.
     """
 
     write: AsyncEngine
     read: AsyncEngine
-    direct: AsyncEngine
-    direct_begins: bool
+    autocommit: AsyncEngine
+    autocommit_begins: bool
 
 
 def engine_views(engine: AsyncEngine) -> EngineViews:
@@ -446,17 +436,21 @@ def engine_views(engine: AsyncEngine) -> EngineViews:
     if views is None:
         write = current.execution_options(**{WRITE_OPTION: True})
         if current.dialect.name != "postgresql":
-            views = EngineViews(write=write, read=current, direct=current, direct_begins=False)
-        elif getattr(current.sync_engine, "_adk_sqlstore_pgbouncer", False):
+            views = EngineViews(
+                write=write, read=current, autocommit=current, autocommit_begins=False
+            )
+        elif current.sync_engine.__dict__.get(_PGBOUNCER, False):
             read = current.execution_options(
                 isolation_level="REPEATABLE READ", postgresql_readonly=True
             )
-            views = EngineViews(write=write, read=read, direct=write, direct_begins=True)
+            views = EngineViews(write=write, read=read, autocommit=write, autocommit_begins=True)
         else:
             read = current.execution_options(
                 isolation_level="REPEATABLE READ", postgresql_readonly=True
             )
-            direct = current.execution_options(isolation_level="AUTOCOMMIT")
-            views = EngineViews(write=write, read=read, direct=direct, direct_begins=False)
+            autocommit = current.execution_options(isolation_level="AUTOCOMMIT")
+            views = EngineViews(
+                write=write, read=read, autocommit=autocommit, autocommit_begins=False
+            )
         current.sync_engine.__dict__[_VIEWS] = views
     return views

@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DBAPIError, DisconnectionError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .errors import AdkSqlStoreError, DatabaseUnavailableError, PoolTimeoutError
 from .urls import redact_url
 
-__all__ = ["database_error", "database_errors", "driver_error"]
+__all__ = ["database_error", "database_errors", "driver_error", "is_unique_violation"]
 
 
 _DRIVER_PACKAGES = frozenset({"asyncpg", "aiosqlite", "sqlite3"})
@@ -83,19 +83,46 @@ def _innermost(exc: BaseException) -> BaseException:
 
 
 @contextlib.contextmanager
-def database_errors(engine: AsyncEngine) -> Iterator[None]:
-    """Re-raise database, network and pool failures of ``engine`` as typed errors
-    (:func:`driver_error`); this library's own errors and bugs pass unchanged. Usable
-    around ``await``s (``with``, not ``async with``)."""
+def database_errors(
+    engine: AsyncEngine, *, on_duplicate: Callable[[], AdkSqlStoreError] | None = None
+) -> Iterator[None]:
+    """Re-raise database, network and pool failures of ``engine`` as typed errors; this
+    library's own errors and bugs pass unchanged. The one mapper: every call of every
+    service goes through it, so the same failure gives the same error on every backend.
+
+    - a duplicate key (:func:`is_unique_violation`): ``on_duplicate()`` when given (the
+      caller knows what is duplicated: a session id, an event id), else as below;
+    - any other integrity violation, driver, network or pool failure
+      (:func:`driver_error`): :class:`DatabaseUnavailableError` or its subclass
+      :class:`PoolTimeoutError`.
+
+    Usable around ``await`` (``with``, not ``async with``).
+    """
     try:
         yield
     except AdkSqlStoreError:
         raise
+    except IntegrityError as exc:
+        if on_duplicate is not None and is_unique_violation(exc):
+            raise on_duplicate() from exc
+        raise database_error(engine.url, exc) from exc
     except Exception as exc:
         typed = driver_error(engine, exc)
         if typed is None:
             raise
         raise typed from exc
+
+
+def is_unique_violation(exc: IntegrityError) -> bool:
+    """Whether an ``IntegrityError`` is a duplicate key (and not, say, a NOT NULL or
+    foreign key violation): SQLSTATE 23505 on PostgreSQL, "UNIQUE constraint failed"
+    or "PRIMARY KEY" on SQLite."""
+    orig = exc.orig
+    sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if sqlstate is not None:
+        return bool(sqlstate == "23505")
+    message = str(orig)
+    return "UNIQUE constraint failed" in message or "PRIMARY KEY must be unique" in message
 
 
 # What a failure most likely means, by the driver's exception (its class name, as the

@@ -15,18 +15,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .engine import WRITE_OPTION, engine_for_loop, given_url
 from .errors import MigrationError, SchemaNotMigratedError
 from .failures import driver_error
-from .schema import ALEMBIC_VERSION_TABLE
+from .sql.schema_version import MIGRATION_LOCK, lock_migrations, read_revision
 from .urls import redact_url
 
 __all__ = [
     "HEAD_REVISION",
+    "MIGRATION_LOCK",
+    "REVISIONS",
     "check_schema",
     "check_schema_at_startup",
     "current_revision",
@@ -81,32 +82,20 @@ def _alembic_config(connection: Connection) -> Any:
     return config
 
 
-def _current(connection: Connection) -> str | None:
-    if not inspect(connection).has_table(ALEMBIC_VERSION_TABLE):
-        return None
-    rows = connection.execute(text(f"SELECT version_num FROM {ALEMBIC_VERSION_TABLE}")).all()
-    return rows[0][0] if rows else None
-
-
 async def current_revision(engine: AsyncEngine) -> str | None:
     """The database's Alembic revision, or ``None`` when it was never migrated."""
     async with engine.connect() as conn:
-        return await conn.run_sync(_current)
-
-
-# pg_advisory_xact_lock key ("adksql" in ASCII): one migration at a time per database.
-MIGRATION_LOCK = 0x61646B73716C
+        return await conn.run_sync(read_revision)
 
 
 def _run_alembic(sync: Connection, operation: str, revision: str) -> str | None:
     from alembic import command
     from alembic.util import CommandError
 
-    if sync.dialect.name == "postgresql":
-        # Processes that start together wait for the first one's migration, then find
-        # the database at head; without the lock they race on CREATE TABLE.
-        sync.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
-    current = _current(sync)
+    # Processes that start together wait for the first one's migration, then find the
+    # database at head; without the lock they race on CREATE TABLE.
+    lock_migrations(sync)
+    current = read_revision(sync)
     if current is not None and current not in REVISIONS:
         raise _newer_database(sync, current)
     try:

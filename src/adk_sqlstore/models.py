@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, Self
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 from pydantic.alias_generators import to_camel
@@ -23,14 +24,19 @@ __all__ = [
     "Content",
     "Event",
     "EventActions",
+    "EventLike",
     "FunctionCall",
     "FunctionResponse",
     "GetSessionConfig",
+    "GetSessionConfigLike",
     "ListSessionsResponse",
     "MemoryEntry",
     "Part",
     "SearchMemoryResponse",
     "Session",
+    "SessionLike",
+    "session_incarnation",
+    "set_session_incarnation",
 ]
 
 
@@ -165,6 +171,17 @@ class Session(BaseModel):
     _incarnation: str | None = PrivateAttr(default=None)
 
 
+def session_incarnation(session: Session) -> str | None:
+    """Which creation of its address ``session`` was loaded from (``None`` for an object
+    this store did not make)."""
+    return session._incarnation
+
+
+def set_session_incarnation(session: Session, incarnation: str | None) -> None:
+    """Record which creation of its address ``session`` was loaded from."""
+    session._incarnation = incarnation
+
+
 class GetSessionConfig(BaseModel):
     """Limits on the events ``get_session`` loads (ADK ``GetSessionConfig``).
 
@@ -227,3 +244,55 @@ class SearchMemoryResponse(BaseModel):
     """Memories matching a query, most relevant first (ADK ``SearchMemoryResponse``)."""
 
     memories: list[MemoryEntry] = Field(default_factory=list)
+
+
+class EventLike(Protocol):
+    """What the store reads of an event: this library's :class:`Event` and ADK's
+    ``google.adk.events.Event`` alike."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def invocation_id(self) -> str: ...
+    @property
+    def author(self) -> str: ...
+    @property
+    def timestamp(self) -> float: ...
+    @property
+    def partial(self) -> bool | None: ...
+    @property
+    def content(self) -> Any: ...
+    @property
+    def actions(self) -> Any: ...
+    def model_dump_json(self, *, exclude_none: bool = False) -> str: ...
+    def model_copy(
+        self, *, update: Mapping[str, Any] | None = None, deep: bool = False
+    ) -> Self: ...
+
+
+class SessionLike(Protocol):
+    """What the store reads of a session: this library's :class:`Session` and ADK's
+    ``google.adk.sessions.Session`` alike."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def app_name(self) -> str: ...
+    @property
+    def user_id(self) -> str: ...
+    @property
+    def state(self) -> Mapping[str, Any]: ...
+    @property
+    def events(self) -> Sequence[EventLike]: ...
+    @property
+    def last_update_time(self) -> float: ...
+
+
+class GetSessionConfigLike(Protocol):
+    """What ``get_session`` reads of its ``config``: this library's
+    :class:`GetSessionConfig` and ADK's alike."""
+
+    @property
+    def num_recent_events(self) -> int | None: ...
+    @property
+    def after_timestamp(self) -> float | None: ...

@@ -1,18 +1,99 @@
-"""The store: what the services share on one database.
+"""The store: one database, shared by the services on it.
 
-(Only :class:`ClosedOnExit` for now; the Store class is being built.)
+A :class:`Store` owns (or borrows) an engine and is the services' only way to the
+database: it checks the schema (or migrates it, with ``auto_migrate``) once, opens
+transactions of the three kinds the services use, maps every driver, network and pool
+failure to this library's typed errors (:mod:`adk_sqlstore.failures`), and purges
+deleted text after a user is forgotten. The services
+(:class:`~adk_sqlstore.SqlSessionService`, :class:`~adk_sqlstore.SqlMemoryService`)
+hold a store and call only its public methods, so they can share one::
+
+    store = Store.from_url("postgresql://user:pass@host/agents")
+    sessions = SqlSessionService(store)
+    memory = SqlMemoryService(store)
+    ...
+    await store.close()
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
+import logging
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Self
+from typing import Any, ParamSpec, Self, TypeVar
 
-__all__ = ["ClosedOnExit"]
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from .engine import configure_engine, create_engine, dispose_engine, engine_for_loop, given_url
+from .engine import engine_views as _views
+from .errors import (
+    AdkSqlStoreError,
+    DatabaseUnavailableError,
+    InvalidArgumentError,
+    SchemaNotMigratedError,
+)
+from .failures import database_errors
+from .migration import HEAD_REVISION, check_schema, current_revision, upgrade
+from .sql.maintenance import Purge, purge_deleted_text, truncate_wal
+from .urls import resolve_url
+from .validation import check_argument
+
+__all__ = ["ClosedOnExit", "Store", "finish_before_cancel", "write_completes"]
+
+logger = logging.getLogger(__name__)
+
+# Set on engines made by from_url: whether stores on that engine migrate it themselves.
+_AUTO_MIGRATE = "_adk_sqlstore_auto_migrate"
+# Set while forget_user could not empty SQLite's write-ahead log: kept on the engine, so
+# that every store on it retries after its writes.
+_WAL_PURGE_PENDING = "_adk_sqlstore_wal_purge_pending"
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+async def finish_before_cancel(work: Awaitable[T]) -> T:
+    """Await ``work`` to its end even if the caller is cancelled meanwhile, then pass
+    the cancellation on.
+
+    A write cancelled halfway would leave its connection in a transaction (SQLAlchemy
+    then discards the connection, and an SQLite write lock can outlive it). Writes are
+    short, so they finish (commit or roll back) first; the caller still gets
+    ``CancelledError``, and what it holds is never ahead of storage.
+    """
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        while not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait({task})
+        if not task.cancelled():
+            task.exception()  # retrieved: the cancellation is what the caller hears of
+        raise
+
+
+def write_completes(
+    method: Callable[P, Coroutine[Any, Any, T]],
+) -> Callable[P, Coroutine[Any, Any, T]]:
+    """Decorate a write method with :func:`finish_before_cancel`."""
+
+    @functools.wraps(method)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        return await finish_before_cancel(method(*args, **kwargs))
+
+    return wrapper
 
 
 class ClosedOnExit:
-    """``async with service:`` closes the service on the way out (see ``close()``)."""
+    """``async with x:`` closes ``x`` on the way out (see ``close()``)."""
 
     async def close(self) -> None:
         raise NotImplementedError
@@ -27,3 +108,230 @@ class ClosedOnExit:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+
+class Store(ClosedOnExit):
+    """One database for the services: engine, schema, transactions and failures.
+
+    Create it with :meth:`from_url` (it then owns and closes its engine) or pass an
+    :class:`~sqlalchemy.ext.asyncio.AsyncEngine` you manage (never closed here). Use it
+    as an async context manager, or call :meth:`close`.
+
+    Args:
+        engine: an asyncio engine (asyncpg or aiosqlite); this library's connection
+            settings are installed on it (:func:`adk_sqlstore.engine.configure_engine`).
+        auto_migrate: upgrade the schema to the newest revision on first use.
+            ``None`` (the default): only if the engine was made by a ``from_url`` that
+            chose to (SQLite); your own engines: no.
+
+    Raises:
+        InvalidArgumentError: ``auto_migrate`` is not True, False or None.
+    """
+
+    def __init__(self, engine: AsyncEngine, *, auto_migrate: bool | None = None) -> None:
+        if not isinstance(engine, AsyncEngine):
+            raise InvalidArgumentError(
+                f"engine must be an AsyncEngine (or use Store.from_url), not"
+                f" {type(engine).__name__}"
+            )
+        configure_engine(engine)
+        self._engine = engine
+        self._owns_engine = False
+        if auto_migrate is None:  # as decided by the from_url that made the engine
+            auto_migrate = bool(engine.sync_engine.__dict__.get(_AUTO_MIGRATE, False))
+        check_argument("auto_migrate", auto_migrate, bool, "True, False or None")
+        self._auto_migrate: bool = auto_migrate
+        self._ready = False
+        self._schema_reported = False
+        # One per event loop: an asyncio.Lock belongs to the loop that first waits on it.
+        self._ready_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    @classmethod
+    def from_url(
+        cls, url: str | URL | None = None, *, auto_migrate: bool | None = None, **settings: Any
+    ) -> Self:
+        """A store on an engine of its own, closed with the store.
+
+        Args:
+            url: a database URL; ``None`` means ``$ADK_SQLSTORE_DATABASE_URL``, else the
+                embedded SQLite file. Every spelling of :mod:`adk_sqlstore.urls` works
+                (``postgresql://``, ``sqlite:///``, ADK's ``sqlstore+...`` URIs, an
+                ``auto_migrate`` parameter).
+            auto_migrate: migrate on first use; ``None`` means as the URL's
+                ``auto_migrate`` parameter says, else for SQLite yes and for PostgreSQL
+                no (a server database is never altered unless asked). Other stores on
+                this engine make the same choice.
+            **settings: connection settings (:mod:`adk_sqlstore.settings`: ``pool_size``,
+                ``statement_timeout``, ``search_path``, ``pgbouncer``, ...).
+
+        Raises:
+            ConfigurationError: the URL or a setting is invalid, or the driver is not
+                installed (a ``ValueError``; the message hides the password).
+        """
+        if auto_migrate is not None:
+            check_argument("auto_migrate", auto_migrate, bool, "True, False or None")
+        target = resolve_url(url)
+        engine = create_engine(target.url, **settings)
+        auto = target.migrates_itself if auto_migrate is None else auto_migrate
+        engine.sync_engine.__dict__[_AUTO_MIGRATE] = auto
+        store = cls(engine, auto_migrate=auto)
+        store._owns_engine = True
+        return store
+
+    @classmethod
+    def of(cls, store: Store | AsyncEngine, *, auto_migrate: bool | None = None) -> Store:
+        """``store`` itself, or a new store on an engine you manage.
+
+        Raises:
+            InvalidArgumentError: ``store`` is neither, or ``auto_migrate`` is given
+                with a store (it is the store's own choice).
+        """
+        if isinstance(store, Store):
+            if auto_migrate is not None and auto_migrate != store.auto_migrate:
+                raise InvalidArgumentError(
+                    "auto_migrate is decided by the Store passed in; set it there"
+                    " (Store(engine, auto_migrate=...) or Store.from_url(...))"
+                )
+            return store
+        return cls(store, auto_migrate=auto_migrate)
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The engine for the running event loop: a store may be used from several loops
+        (``asyncio.run`` twice, threads with loops of their own), each with a pool of
+        its own (:func:`adk_sqlstore.engine.engine_for_loop`)."""
+        return engine_for_loop(self._engine)
+
+    @property
+    def url(self) -> URL:
+        """The database URL with its connection settings (show it with
+        :func:`adk_sqlstore.urls.redact_url`)."""
+        return given_url(self._engine)
+
+    @property
+    def auto_migrate(self) -> bool:
+        """Whether this store upgrades the schema by itself on first use."""
+        return self._auto_migrate
+
+    @property
+    def owns_engine(self) -> bool:
+        """Whether :meth:`close` disposes of the engine (made by :meth:`from_url`)."""
+        return self._owns_engine
+
+    async def close(self) -> None:
+        """Empty SQLite's write-ahead log if a ``forget_user`` left it pending, then
+        dispose of the engine if this store created it, with the pools made for other
+        event loops."""
+        if self._wal_purge_pending:
+            with contextlib.suppress(DatabaseUnavailableError):
+                await self._retry_wal_purge()
+        if self._owns_engine:
+            await dispose_engine(self._engine)
+
+    # -- schema -------------------------------------------------------------------------
+
+    async def ensure_schema(self) -> None:
+        """Check (or, with ``auto_migrate``, upgrade) the schema, once per store.
+
+        Raises:
+            SchemaNotMigratedError: the database is not at the needed revision (also
+                logged, once per store, at ERROR on the ``adk_sqlstore`` logger family: a
+                server shows the command to run at its first request).
+            DatabaseUnavailableError: the database cannot be reached.
+        """
+        if self._ready:
+            return
+        lock = self._ready_locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+        async with lock:
+            if self._ready:
+                return
+            try:
+                with self.errors():
+                    # At head, auto_migrate takes no lock: a store starting beside a
+                    # busy SQLite writer does not wait for its write lock.
+                    if self._auto_migrate and await current_revision(self.engine) != HEAD_REVISION:
+                        await upgrade(self.engine)
+                    await check_schema(self.engine)
+            except SchemaNotMigratedError as exc:
+                if not self._schema_reported:  # one line, not one per request of a server
+                    self._schema_reported = True
+                    logger.error("adk-sqlstore: %s", exc)
+                raise
+            self._ready = True
+
+    # -- transactions -------------------------------------------------------------------
+
+    def errors(
+        self, *, on_duplicate: Callable[[], AdkSqlStoreError] | None = None
+    ) -> contextlib.AbstractContextManager[None]:
+        """A context manager raising this library's typed errors for the database's
+        failures (:func:`adk_sqlstore.failures.database_errors`): a duplicate key as
+        ``on_duplicate()`` when given, any other failure as
+        :class:`~adk_sqlstore.errors.DatabaseUnavailableError`."""
+        return database_errors(self._engine, on_duplicate=on_duplicate)
+
+    @asynccontextmanager
+    async def transaction(
+        self, *, write: bool, on_duplicate: Callable[[], AdkSqlStoreError] | None = None
+    ) -> AsyncIterator[AsyncConnection]:
+        """One transaction, committed at the end of the block, rolled back on any error.
+
+        ``write``: SQLite takes the write lock up front (``BEGIN IMMEDIATE``); without
+        it, PostgreSQL reads one read-only repeatable-read snapshot. Failures are raised
+        as by :meth:`errors`.
+        """
+        await self.ensure_schema()
+        views = _views(self._engine)
+        with self.errors(on_duplicate=on_duplicate):
+            async with (views.write if write else views.read).begin() as conn:
+                yield conn
+        if write and self._wal_purge_pending:
+            await self._retry_wal_purge()
+
+    @asynccontextmanager
+    async def autocommit(
+        self, *, on_duplicate: Callable[[], AdkSqlStoreError] | None = None
+    ) -> AsyncIterator[AsyncConnection]:
+        """A connection outside any transaction, for the one-round-trip hot paths of
+        :mod:`adk_sqlstore.sql.hot_paths`: on PostgreSQL each statement commits by
+        itself (one statement is one atomic round trip); on SQLite a batch of
+        statements begins and ends its own transaction in aiosqlite's thread. Behind a
+        transaction pooler (``pgbouncer=true``) it is a write transaction instead.
+        Failures are raised as by :meth:`errors`."""
+        await self.ensure_schema()
+        views = _views(self._engine)
+        engine = views.autocommit
+        with self.errors(on_duplicate=on_duplicate):
+            async with engine.begin() if views.autocommit_begins else engine.connect() as conn:
+                yield conn
+
+    # -- deleted text -------------------------------------------------------------------
+
+    async def purge_deleted_text(self) -> Purge:
+        """Clear the copies of deleted text the database keeps (after ``forget_user``;
+        see :func:`adk_sqlstore.sql.maintenance.purge_deleted_text`). When a reader of
+        an older SQLite snapshot keeps the write-ahead log from being emptied, every
+        store on this engine retries after its next write and at :meth:`close`."""
+        async with self.autocommit() as conn:
+            purged = await purge_deleted_text(conn)
+        if purged.wal_pending:
+            self._wal_purge_pending = True
+        return purged
+
+    @property
+    def _wal_purge_pending(self) -> bool:
+        return bool(self._engine.sync_engine.__dict__.get(_WAL_PURGE_PENDING, False))
+
+    @_wal_purge_pending.setter
+    def _wal_purge_pending(self, pending: bool) -> None:
+        self._engine.sync_engine.__dict__[_WAL_PURGE_PENDING] = pending
+
+    async def _retry_wal_purge(self) -> None:
+        """Empty SQLite's write-ahead log of forgotten text, if no reader of an older
+        snapshot is left (no wait)."""
+        with self.errors():
+            async with _views(self._engine).autocommit.connect() as conn:
+                if await truncate_wal(conn):
+                    self._wal_purge_pending = False

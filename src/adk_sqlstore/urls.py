@@ -13,7 +13,7 @@ accepts the same spellings, resolved here by :func:`resolve_url`:
   ``sqlstore+sqlite:///...`` (what ADK's ``--session_service_uri`` needs);
 - ``sqlstore://``: the environment variable, else the embedded file;
 - an ``auto_migrate=true`` (or ``false``) query parameter on any of them, and the
-  connection settings of :data:`SETTINGS` (applied by
+  connection settings of :data:`adk_sqlstore.settings.SETTINGS` (applied by
   :func:`adk_sqlstore.engine.create_engine`).
 
 Passwords are replaced by ``***`` wherever a URL is shown.
@@ -21,10 +21,8 @@ Passwords are replaced by ``***`` wherever a URL is shown.
 
 from __future__ import annotations
 
-import math
 import os
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,17 +31,11 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 from .errors import ConfigurationError
+from .settings import FALSE_WORDS, SETTINGS, TRUE_WORDS, check_settings
 
 __all__ = [
     "DATABASE_URL_ENV",
-    "DEFAULT_CONNECT_TIMEOUT",
-    "DEFAULT_MAX_OVERFLOW",
-    "DEFAULT_POOL_SIZE",
-    "DEFAULT_SQLITE_BUSY_TIMEOUT",
-    "SETTINGS",
     "DatabaseTarget",
-    "check_settings",
-    "convert_settings",
     "default_sqlite_path",
     "describe_url",
     "normalize_url",
@@ -54,7 +46,6 @@ __all__ = [
 ]
 
 DATABASE_URL_ENV = "ADK_SQLSTORE_DATABASE_URL"
-DEFAULT_SQLITE_BUSY_TIMEOUT = 30.0  # seconds
 
 _ASYNC_DRIVERS = {"postgresql": "asyncpg", "sqlite": "aiosqlite"}
 
@@ -146,8 +137,6 @@ SERVICE_SCHEME = "sqlstore"
 """The scheme of ADK service URIs: ``sqlstore://`` and ``sqlstore+<database URL>``."""
 
 AUTO_MIGRATE_PARAMETER = "auto_migrate"
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
 
 
 def _split_options(url: str) -> tuple[str, bool | None]:
@@ -169,9 +158,9 @@ def _split_options(url: str) -> tuple[str, bool | None]:
         if key != AUTO_MIGRATE_PARAMETER:
             if pair:
                 kept.append(pair)
-        elif value.lower() in _TRUE:
+        elif value.lower() in TRUE_WORDS:
             auto = True
-        elif value.lower() in _FALSE:
+        elif value.lower() in FALSE_WORDS:
             auto = False
         else:
             raise ConfigurationError(
@@ -368,95 +357,6 @@ def resolve_url(url: str | URL | None = None) -> DatabaseTarget:
     return DatabaseTarget(normalize_url(f"sqlite:///{path}"), embedded=True, auto_migrate=auto)
 
 
-def _seconds(name: str, value: object) -> float:
-    """A positive, finite number of seconds: a number, or its text in a URL."""
-    try:
-        if isinstance(value, bool) or not isinstance(value, int | float | str):
-            raise TypeError
-        number = float(value)
-    except (TypeError, ValueError):
-        number = math.nan
-    if not math.isfinite(number) or number <= 0:
-        raise ConfigurationError(f"{name} must be a positive number of seconds, not {value!r}")
-    return number
-
-
-def _count(name: str, value: object, least: int) -> int:
-    """A whole number of at least ``least``: an int, or its digits in a URL."""
-    number: int | None = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        number = value
-    elif isinstance(value, str) and value.strip().isdigit():
-        number = int(value)
-    if number is None or number < least:
-        raise ConfigurationError(
-            f"{name} must be a whole number of at least {least}, not {value!r}"
-        )
-    return number
-
-
-def _flag(name: str, value: object) -> bool:
-    """True or false: a bool, or one of true/false, yes/no, on/off, 1/0 in a URL."""
-    if isinstance(value, bool):
-        return value
-    text = value.lower() if isinstance(value, str) else None
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ConfigurationError(f"{name} must be true or false, not {value!r}")
-
-
-_MAX_MILLISECONDS = 2_147_483_647  # PostgreSQL's limit for a time setting
-_UNITS_MS = {"ms": 1.0, "s": 1e3, "min": 6e4, "h": 3.6e6, "d": 8.64e7, None: 1.0}
-
-
-def _duration(name: str, value: object) -> str:
-    """A PostgreSQL duration: milliseconds as a number, or text such as ``30s``,
-    ``1.5s``, ``500ms``, ``2min`` (PostgreSQL's own units)."""
-    text = str(value).strip() if isinstance(value, int | float | str) else ""
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(ms|s|min|h|d)?", text)
-    if isinstance(value, bool) or match is None:
-        raise ConfigurationError(
-            f"{name} must be milliseconds or a duration such as 30s, not {value!r}"
-        )
-    milliseconds = float(match[1]) * _UNITS_MS[match[2]]
-    if not 0 <= milliseconds <= _MAX_MILLISECONDS:
-        raise ConfigurationError(f"{name} {value!r} is longer than PostgreSQL takes (24 days)")
-    return text
-
-
-def _words(name: str, value: object) -> str:
-    """Non-empty text (a schema name, or several separated by commas)."""
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigurationError(f"{name} must be a schema name, not {value!r}")
-    return value.strip()
-
-
-SETTINGS: dict[str, Callable[[str, object], Any]] = {
-    "pool_size": lambda n, v: _count(n, v, 1),
-    "max_overflow": lambda n, v: _count(n, v, 0),
-    "pool_timeout": _seconds,
-    "pool_recycle": _seconds,
-    "pool_pre_ping": _flag,
-    "statement_timeout": _duration,
-    "command_timeout": _seconds,
-    "connect_timeout": _seconds,
-    "search_path": _words,
-    "pgbouncer": _flag,
-    "sqlite_busy_timeout": _seconds,
-}
-"""Connection settings taken as URL query parameters (``?pool_size=5``) and as keyword
-arguments of ``create_engine``/``from_url`` (which win), converted by these functions.
-See :func:`create_engine` for what each does."""
-
-DEFAULT_POOL_SIZE = 5  # measured: see engine.create_engine and benchmarks/pool_sizes.py
-DEFAULT_MAX_OVERFLOW = 0
-DEFAULT_CONNECT_TIMEOUT = 10.0
-"""Seconds to connect to one PostgreSQL host (each host of a several-hosts URL gets
-this long, so that an unresponsive primary does not use up the time of the next)."""
-
-
 def split_settings(url: URL) -> tuple[URL, dict[str, Any]]:
     """``url`` without this library's connection settings, and those settings.
 
@@ -475,35 +375,3 @@ def split_settings(url: URL) -> tuple[URL, dict[str, Any]]:
             raise ConfigurationError(f"database URL {redact_url(url)!r}: {exc}") from None
     check_settings(settings)
     return (url.set(query=query) if settings else url), settings
-
-
-_SESSION_SETTINGS = ("search_path", "statement_timeout")
-
-
-def convert_settings(given: dict[str, Any]) -> dict[str, Any]:
-    """Connection settings given as keyword arguments, checked and converted as in a
-    URL (the same names: :data:`SETTINGS`).
-
-    Raises:
-        ConfigurationError: naming the setting.
-    """
-    settings = {name: SETTINGS[name](name, value) for name, value in given.items()}
-    check_settings(settings)
-    return settings
-
-
-def check_settings(settings: dict[str, Any]) -> None:
-    """Refuse settings that cannot go together.
-
-    Raises:
-        ConfigurationError: a session setting behind a transaction pooler, which would
-            pass it on to no server connection.
-    """
-    if settings.get("pgbouncer"):
-        for name in _SESSION_SETTINGS:
-            if name in settings:
-                raise ConfigurationError(
-                    f"{name} does not pass through a connection pooler in transaction mode"
-                    f" (pgbouncer=true): set it on the database role instead (ALTER ROLE"
-                    f" ... SET {name} = ...)"
-                )

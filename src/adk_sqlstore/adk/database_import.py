@@ -36,18 +36,28 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import quote, unquote
 
-from sqlalchemy import Select, column, func, inspect, select, table, text, tuple_
+from sqlalchemy import Select, inspect, select
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 
-from .engine import postgres_options
-from .errors import MigrationError
-from .models import GetSessionConfig
-from .urls import normalize_url, redact_url, split_settings
+from ..engine import postgres_options
+from ..errors import MigrationError
+from ..models import GetSessionConfig
+from ..sql.adk_source import (
+    SQLITE_APP_STATES,
+    SQLITE_EVENTS,
+    SQLITE_SESSION,
+    SQLITE_SESSION_KEYS,
+    SQLITE_USER_STATES,
+    count_keys,
+    keys_after,
+    schema_version,
+)
+from ..urls import normalize_url, redact_url, split_settings
+from ._google import AdkEvent, AdkSession
+from .sessions import SqlSessionService
 
 try:
-    from google.adk.events import Event as AdkEvent
-    from google.adk.sessions import Session as AdkSession
     from google.adk.sessions.schemas.v1 import (
         StorageAppState,
         StorageEvent,
@@ -59,8 +69,6 @@ except ImportError as exc:  # pragma: no cover - exercised without google-adk
         "importing from ADK's session databases needs google-adk; install it with:"
         " pip install 'adk-sqlstore[adk]'"
     ) from exc
-
-from .adk import SqlSessionService
 
 __all__ = [
     "ImportReport",
@@ -180,25 +188,13 @@ class _DatabaseReader(_Reader):
         return session
 
 
-_sessions = table("sessions", column("app_name"), column("user_id"), column("id"))
-_app_states = table("app_states", column("app_name"), column("state"))
-_user_states = table("user_states", column("app_name"), column("user_id"), column("state"))
-_SQLITE_SESSION = text(
-    "SELECT state, update_time FROM sessions WHERE app_name = :app AND user_id = :user AND id = :id"
-)
-_SQLITE_EVENTS = text(
-    "SELECT event_data FROM events WHERE app_name = :app AND user_id = :user"
-    " AND session_id = :id ORDER BY timestamp, rowid"
-)
-
-
 class _SqliteReader(_Reader):
     """``SqliteSessionService``: JSON text columns, read with SQL as ADK reads them."""
 
     name = "SqliteSessionService"
-    keys = (_sessions.c.app_name, _sessions.c.user_id, _sessions.c.id)
-    app_states = select(_app_states.c.app_name, _app_states.c.state)
-    user_states = select(_user_states.c.app_name, _user_states.c.user_id, _user_states.c.state)
+    keys = SQLITE_SESSION_KEYS
+    app_states = SQLITE_APP_STATES
+    user_states = SQLITE_USER_STATES
 
     def state(self, value: Any) -> dict[str, Any]:
         state = json.loads(value)
@@ -209,12 +205,12 @@ class _SqliteReader(_Reader):
     async def session(self, db: AsyncSession, key: _Key) -> AdkSession | None:
         app_name, user_id, session_id = key
         params = {"app": app_name, "user": user_id, "id": session_id}
-        row = (await db.execute(_SQLITE_SESSION, params)).first()
+        row = (await db.execute(SQLITE_SESSION, params)).first()
         if row is None:
             return None
         events = [
             AdkEvent.model_validate_json(data)
-            for data in (await db.execute(_SQLITE_EVENTS, params)).scalars()
+            for data in (await db.execute(SQLITE_EVENTS, params)).scalars()
         ]
         return AdkSession(
             app_name=app_name,
@@ -241,11 +237,7 @@ def _layout(conn: Any) -> str | None:
     inspector = inspect(conn)
     tables = set(inspector.get_table_names())
     if "adk_internal_metadata" in tables:
-        key = inspector.dialect.identifier_preparer.quote("key")
-        row = conn.execute(
-            text(f"SELECT value FROM adk_internal_metadata WHERE {key} = 'schema_version'")
-        ).first()
-        return None if row is None else str(row[0])
+        return schema_version(conn)
     columns = {
         t: {c["name"] for c in inspector.get_columns(t)} for t in tables & _SQLITE_LAYOUT.keys()
     }
@@ -304,9 +296,7 @@ async def _session_keys(db: AsyncSession, reader: _Reader) -> AsyncIterator[_Key
     """Every (app_name, user_id, id) of the source, in key order, in batches."""
     after: _Key | None = None
     while True:
-        stmt = select(*reader.keys).order_by(*reader.keys).limit(_BATCH)
-        if after is not None:
-            stmt = stmt.where(tuple_(*reader.keys) > after)
+        stmt = keys_after(reader.keys, after, _BATCH)
         batch = [(a, u, s) for a, u, s in (await db.execute(stmt)).all()]
         for key in batch:
             yield key
@@ -323,8 +313,7 @@ async def count_sessions(source: AsyncEngine) -> int:
     """
     reader = await _reader(source)
     async with AsyncSession(source) as db:
-        stmt = select(func.count()).select_from(select(*reader.keys).subquery())
-        return int((await db.execute(stmt)).scalar_one())
+        return int((await db.execute(count_keys(reader.keys))).scalar_one())
 
 
 async def import_adk_database(

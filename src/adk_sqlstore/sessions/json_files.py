@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .models import Session
+from ..models import Session
 
 __all__ = ["dump_session", "load_session", "load_sessions", "session_files"]
 

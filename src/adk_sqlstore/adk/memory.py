@@ -1,0 +1,180 @@
+"""The ADK memory service: ``google.adk.memory.BaseMemoryService`` over
+:class:`adk_sqlstore.SqlMemoryService`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any, Self
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ..memory import IngestReport
+from ..memory import SqlMemoryService as CoreMemoryService
+from ..memory.redaction import Redactor
+from ..store import ClosedOnExit, Store
+from ._google import AdkEvent, AdkMemoryEntry, AdkSearchResponse, AdkSession, BaseMemoryService
+from .models import ADK_MODELS, adk_errors, to_adk_entry
+from .uri import store_for_uri
+
+__all__ = ["SqlMemoryService"]
+
+
+class SqlMemoryService(BaseMemoryService, ClosedOnExit):
+    """ADK ``BaseMemoryService`` on PostgreSQL or SQLite, backed by
+    :class:`adk_sqlstore.SqlMemoryService` (see it for every behaviour: per-session
+    upsert, BM25 search, the card-number filter, ingestion triggers).
+
+    Args:
+        uri: as for :class:`~adk_sqlstore.adk.SqlSessionService`.
+        store: a :class:`~adk_sqlstore.Store` (or an engine) you manage, e.g.
+            ``session_service.store``.
+        engine: the same as ``store``, for an engine (e.g. ``session_service.engine``).
+        redactors, mask_card_numbers: the ingestion filter.
+        auto_migrate: as for :class:`~adk_sqlstore.adk.SqlSessionService`.
+        **settings: connection settings; ``agents_dir`` as for
+            :class:`~adk_sqlstore.adk.SqlSessionService`.
+
+    Raises:
+        SchemaNotMigratedError: as for :class:`~adk_sqlstore.adk.SqlSessionService`.
+    """
+
+    def __init__(
+        self,
+        uri: str | None = None,
+        *,
+        store: Store | AsyncEngine | None = None,
+        engine: AsyncEngine | None = None,
+        redactors: Iterable[Redactor] | None = None,
+        mask_card_numbers: bool = True,
+        auto_migrate: bool | None = None,
+        **settings: Any,
+    ) -> None:
+        given = store if store is not None else engine
+        if given is not None:
+            self._store = Store.of(given, auto_migrate=auto_migrate)
+        else:
+            self._store = store_for_uri(
+                uri, auto_migrate=auto_migrate, kind="memory service", settings=settings
+            )
+        self._owns_store = given is None
+        self._core = CoreMemoryService(
+            self._store, redactors=redactors, mask_card_numbers=mask_card_numbers, models=ADK_MODELS
+        )
+
+    @classmethod
+    def from_url(cls, url: str | None = None, **kwargs: Any) -> Self:
+        """The same as ``SqlMemoryService(url, **kwargs)``."""
+        return cls(url, **kwargs)
+
+    @property
+    def store(self) -> Store:
+        """The database this service runs on."""
+        return self._store
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The store's engine for the running event loop."""
+        return self._store.engine
+
+    @property
+    def core(self) -> CoreMemoryService:
+        """The core service doing the work."""
+        return self._core
+
+    async def close(self) -> None:
+        """Close the store if this service created it (from a URI)."""
+        if self._owns_store:
+            await self._store.close()
+
+    async def add_session_to_memory(self, session: AdkSession) -> None:
+        """See :meth:`adk_sqlstore.SqlMemoryService.add_session_to_memory` (a session
+        deleted since it was loaded raises ADK's ``SessionNotFoundError``)."""
+        with adk_errors():
+            await self._core.add_session_to_memory(session)
+
+    async def add_events_to_memory(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        events: Sequence[AdkEvent],
+        session_id: str | None = None,
+        custom_metadata: Mapping[str, object] | None = None,
+    ) -> None:
+        """See :meth:`adk_sqlstore.SqlMemoryService.add_events_to_memory`."""
+        await self._core.add_events_to_memory(
+            app_name=app_name,
+            user_id=user_id,
+            events=events,
+            session_id=session_id,
+            custom_metadata=custom_metadata,
+        )
+
+    async def add_memory(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        memories: Sequence[AdkMemoryEntry],
+        custom_metadata: Mapping[str, object] | None = None,
+    ) -> None:
+        """See :meth:`adk_sqlstore.SqlMemoryService.add_memory`."""
+        await self._core.add_memory(
+            app_name=app_name, user_id=user_id, memories=memories, custom_metadata=custom_metadata
+        )
+
+    async def search_memory(
+        self, *, app_name: str, user_id: str, query: str, limit: int = 10
+    ) -> AdkSearchResponse:
+        """See :meth:`adk_sqlstore.SqlMemoryService.search_memory`; returns ADK's
+        ``SearchMemoryResponse`` of ADK ``MemoryEntry`` (``content`` a GenAI
+        ``types.Content``)."""
+        found = await self._core.search_memory(
+            app_name=app_name, user_id=user_id, query=query, limit=limit
+        )
+        return AdkSearchResponse(memories=[to_adk_entry(m) for m in found.memories])
+
+    async def delete_memory(
+        self, *, app_name: str, user_id: str, memory_id: str | None = None
+    ) -> None:
+        """Delete one memory by the id ``search_memory`` returned (no-op without one)."""
+        if memory_id:
+            await self._core.delete_memories(
+                app_name=app_name, user_id=user_id, memory_ids=[memory_id]
+            )
+
+    async def delete_memories(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str | None = None,
+        memory_ids: Sequence[str] | None = None,
+    ) -> int:
+        """See :meth:`adk_sqlstore.SqlMemoryService.delete_memories`."""
+        return await self._core.delete_memories(
+            app_name=app_name, user_id=user_id, session_id=session_id, memory_ids=memory_ids
+        )
+
+    async def ingest_session(self, *, app_name: str, user_id: str, session_id: str) -> IngestReport:
+        """See :meth:`adk_sqlstore.SqlMemoryService.ingest_session`."""
+        return await self._core.ingest_session(
+            app_name=app_name, user_id=user_id, session_id=session_id
+        )
+
+    async def close_session(self, *, app_name: str, user_id: str, session_id: str) -> IngestReport:
+        """The former name of :meth:`ingest_session` (deprecated)."""
+        return await self._core.close_session(
+            app_name=app_name, user_id=user_id, session_id=session_id
+        )
+
+    async def ingest_idle_sessions(
+        self, idle_for: timedelta | float = timedelta(minutes=30), *, app_name: str | None = None
+    ) -> IngestReport:
+        """See :meth:`adk_sqlstore.SqlMemoryService.ingest_idle_sessions`."""
+        return await self._core.ingest_idle_sessions(idle_for, app_name=app_name)
+
+    async def forget_user(self, *, app_name: str, user_id: str) -> dict[str, int]:
+        """See :meth:`adk_sqlstore.SqlMemoryService.forget_user`."""
+        return await self._core.forget_user(app_name=app_name, user_id=user_id)

@@ -1,0 +1,39 @@
+"""The store behind an ADK service URI (``--session_service_uri``,
+``--memory_service_uri``, ``services.yaml``)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..migration import check_schema_at_startup
+from ..store import Store
+from ..urls import describe_url
+
+__all__ = ["store_for_uri"]
+
+logger = logging.getLogger("adk_sqlstore.adk")
+
+
+def store_for_uri(
+    uri: str | None, *, auto_migrate: bool | None, kind: str, settings: dict[str, Any]
+) -> Store:
+    """A store of its own for an ADK service URI, logging where the data lives (ADK's
+    server shows INFO lines at start-up).
+
+    Built by ADK's service registry (``adk web``, ``adk api_server``: it passes
+    ``agents_dir``, dropped here), the schema is checked at once, so that a server on a
+    database nobody migrated stops at start-up with one line naming the command to run,
+    instead of answering every request with HTTP 500.
+
+    Raises:
+        SchemaNotMigratedError: built by ADK's registry, on a database that is not
+            migrated and may not migrate itself.
+        ConfigurationError: the URI or a setting is invalid.
+    """
+    by_adk_server = settings.pop("agents_dir", None) is not None
+    store = Store.from_url(uri, auto_migrate=auto_migrate, **settings)
+    logger.info("adk-sqlstore %s: %s", kind, describe_url(store.url))
+    if by_adk_server and not store.auto_migrate:
+        check_schema_at_startup(store.engine)
+    return store

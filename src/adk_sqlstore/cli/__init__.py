@@ -1,0 +1,26 @@
+"""``adk-sqlstore``: the command line.
+
+Every command takes ``--url``; without it the database is
+``$ADK_SQLSTORE_DATABASE_URL``, else the embedded SQLite file. Passwords in URLs are
+never printed.
+
+- :mod:`.common`: the Typer apps, consoles, options, errors and exit codes;
+- :mod:`.sessions`: ``sessions list``, ``sessions show``, ``import``, ``export``;
+- :mod:`.memory`: ``memory search``, ``memory ingest-idle``;
+- :mod:`.admin`: ``migrate``, ``prune``, ``forget-user``, ``import-adk``,
+  ``services-yaml``, ``demo``.
+"""
+
+from __future__ import annotations
+
+from . import admin, memory, sessions
+from .common import app, make_console
+
+__all__ = ["app", "main", "make_console"]
+
+_COMMANDS = (admin, memory, sessions)  # imported for the commands they add to app
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

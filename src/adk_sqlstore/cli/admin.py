@@ -1,0 +1,312 @@
+"""Commands on the database: ``migrate``, ``prune``, ``forget-user``, ``import-adk``,
+``services-yaml``, ``demo``."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from .. import migration
+from ..engine import create_engine
+from ..errors import AdkSqlStoreError, SchemaNotMigratedError
+from ..failures import database_errors, driver_error
+from ..sessions import PruneReport, SqlSessionService
+from ..urls import resolve_url, sqlite_path
+from .common import AppOption, UrlOption, app, consoles, database, error, run_command
+
+__all__ = ["demo", "forget_user", "import_adk", "migrate", "prune", "services_yaml"]
+
+
+@app.command()
+def migrate(url: UrlOption = None) -> None:
+    """Upgrade the database schema to the newest revision (idempotent)."""
+
+    async def run() -> None:
+        target = resolve_url(url)
+        engine = create_engine(target.url)
+        try:
+            with database_errors(engine):
+                before = await migration.upgrade(engine)  # as found under the migration lock
+                after = await migration.current_revision(engine)
+        finally:
+            await engine.dispose()
+        if before == after:
+            consoles.out.print(f"{target.display}: already at revision {after}")
+        else:
+            consoles.out.print(f"{target.display}: migrated from {before or 'empty'} to {after}")
+
+    run_command(run())
+
+
+@app.command("forget-user")
+def forget_user(
+    app_name: AppOption,
+    user: Annotated[str, typer.Option("--user", metavar="USER", help="The user_id to forget.")],
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+    url: UrlOption = None,
+) -> None:
+    """Delete everything stored for one user of one app: sessions, events, user state
+    and memories, in one transaction."""
+    url = database(url)
+    if not yes:
+        typer.confirm(
+            f"Delete every session, event, user state key and memory of user {user!r} in"
+            f" app {app_name!r}?",
+            abort=True,
+        )
+
+    async def run() -> None:
+        async with SqlSessionService.from_url(url) as service:
+            counts = await service.forget_user(app_name=app_name, user_id=user)
+        shown = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in counts.items())
+        consoles.out.print(f"forgot {user} in {app_name}: deleted {shown}")
+
+    run_command(run())
+
+
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_MAX_AGE_DAYS = 1000 * 365  # much older cutoffs fall before the year 1, which no date shows
+
+
+def _age(value: str) -> timedelta:
+    """``90d``, ``12h``, ``30m``, ``45s``, ``2w`` (or ``1.5d``) as a timedelta."""
+    text = value.strip().lower()
+    try:
+        amount = float(text[:-1]) if text and text[-1] in _AGE_UNITS else math.nan
+    except ValueError:
+        amount = math.nan
+    if not math.isfinite(amount) or amount < 0:
+        raise typer.BadParameter(
+            f"{value!r} is not an age such as 90d, 12h, 30m, 45s or 2w", param_hint="--older-than"
+        )
+    seconds = amount * _AGE_UNITS[text[-1]]
+    if seconds > _MAX_AGE_DAYS * 86400:
+        raise typer.BadParameter(
+            f"{value!r} is more than {_MAX_AGE_DAYS // 365} years", param_hint="--older-than"
+        )
+    return timedelta(seconds=seconds)
+
+
+def _counts(report: PruneReport) -> str:
+    parts = [
+        f"{report.sessions} session(s)",
+        f"{report.events} event(s)",
+        f"{report.session_state_keys} session state key(s)",
+    ]
+    if report.with_memories:
+        parts.append(f"{report.memories} memories")
+    return ", ".join(parts)
+
+
+@app.command()
+def prune(
+    older_than: Annotated[
+        str,
+        typer.Option(
+            "--older-than",
+            metavar="AGE",
+            help="Delete sessions not updated for this long: 90d, 12h, 30m, 45s, 2w.",
+        ),
+    ],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only count what would be deleted.")
+    ] = False,
+    with_memories: Annotated[
+        bool, typer.Option("--memories", help="Also delete the memories made from them.")
+    ] = False,
+    app_name: Annotated[
+        str | None, typer.Option("--app", metavar="APP", help="Only this app.")
+    ] = None,
+    batch_size: Annotated[
+        int,
+        typer.Option(metavar="N", min=1, max=100_000, help="Sessions deleted per transaction."),
+    ] = 1000,
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+    url: UrlOption = None,
+) -> None:
+    """Delete old sessions with their events (a retention policy; suits cron).
+
+    Sessions not updated for AGE go, with their events and session state, in batches
+    of whole sessions. User and app state stay; so do memories unless --memories.
+    """
+    age = _age(older_than)
+    url = database(url)
+
+    async def count() -> PruneReport:
+        async with SqlSessionService.from_url(url) as service:
+            return await service.prune(
+                older_than=age, app_name=app_name, with_memories=with_memories, dry_run=True
+            )
+
+    planned = run_command(count())
+    since = datetime.fromtimestamp(planned.cutoff, UTC).isoformat(timespec="seconds")
+    if dry_run or planned.sessions == 0:
+        verb = "would delete" if dry_run else "deleted"
+        consoles.out.print(f"{verb} {_counts(planned)} (not updated since {since})")
+        return
+    if not yes:
+        typer.confirm(f"Delete {_counts(planned)} not updated since {since}?", abort=True)
+
+    async def run() -> PruneReport:
+        async with SqlSessionService.from_url(url) as service:
+            with Progress(
+                TextColumn("pruning"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("sessions"),
+                console=consoles.out,
+            ) as progress:
+                task = progress.add_task("prune", total=planned.sessions)
+                return await service.prune(
+                    older_than=time.time() - planned.cutoff,  # the cutoff confirmed
+                    app_name=app_name,
+                    with_memories=with_memories,
+                    batch_size=batch_size,
+                    on_batch=lambda batch: progress.update(task, advance=batch.sessions),
+                )
+
+    done = run_command(run())
+    consoles.out.print(f"deleted {_counts(done)} (not updated since {since})")
+
+
+@app.command("import-adk")
+def import_adk(
+    source: Annotated[
+        str,
+        typer.Option(
+            "--source",
+            metavar="URL",
+            help="The database of ADK's DatabaseSessionService (schema v1, SQLite or"
+            " PostgreSQL) or SqliteSessionService (e.g. adk web's"
+            " sqlite:///agents/my_agent/.adk/session.db); detected, only read.",
+        ),
+    ],
+    target: Annotated[
+        str | None,
+        typer.Option(
+            "--target",
+            metavar="URL",
+            help="The adk-sqlstore database. Default: $ADK_SQLSTORE_DATABASE_URL, else the"
+            " embedded SQLite file.",
+            show_default=False,
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Read and count everything, write nothing.")
+    ] = False,
+    replace: Annotated[
+        bool, typer.Option("--replace", help="Overwrite sessions and state keys that exist.")
+    ] = False,
+) -> None:
+    """Copy sessions, events, user state and app state from ADK's DatabaseSessionService
+    or SqliteSessionService.
+
+    Either database layout is detected from its tables. One transaction per session;
+    sessions already imported are skipped, so running it twice changes nothing. ADK's
+    old pickled schema is refused. Needs the adk extra.
+    """
+    try:
+        from ..adk import SqlSessionService as AdkSqlSessionService
+        from ..adk.database_import import (
+            ImportReport,
+            count_sessions,
+            import_adk_database,
+            open_source,
+        )
+    except ImportError as exc:
+        error(str(exc))
+        raise typer.Exit(1) from None
+    target = database(target, must_exist=False)
+
+    async def existing_target() -> AdkSqlSessionService | None:
+        """The target as it is, for a dry run: ``None`` when it holds nothing yet (no
+        file, or not migrated); never created or migrated."""
+        path = sqlite_path(resolve_url(target).url)
+        if path is not None and not path.exists():
+            return None
+        store = AdkSqlSessionService(target, auto_migrate=False)
+        try:
+            await store.core.ensure_schema()
+        except SchemaNotMigratedError:
+            await store.close()
+            return None
+        return store
+
+    async def run() -> ImportReport:
+        engine = open_source(source)
+        store = await existing_target() if dry_run else AdkSqlSessionService(target)
+        try:
+            total = await count_sessions(engine)
+            with Progress(
+                TextColumn("dry run" if dry_run else "importing"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("sessions"),
+                console=consoles.out,
+            ) as progress:
+                task = progress.add_task("import", total=total)
+                return await import_adk_database(
+                    engine,
+                    store,
+                    replace=replace,
+                    dry_run=dry_run,
+                    on_session=lambda s, written: progress.advance(task),
+                )
+        except Exception as exc:  # the source's failures, typed like the store's
+            typed = driver_error(engine, exc)
+            if typed is None:
+                raise
+            raise typed from exc
+        finally:
+            await engine.dispose()
+            if store is not None:
+                await store.close()
+
+    report = run_command(run())
+    verb = "would copy" if dry_run else "copied"
+    consoles.out.print(
+        f"{verb} {report.sessions} session(s) with {report.events} event(s),"
+        f" {report.user_state_keys} user state key(s), {report.app_state_keys} app state"
+        f" key(s); {report.skipped} session(s) already there, skipped"
+    )
+
+
+@app.command("services-yaml")
+def services_yaml() -> None:
+    """Print the services.yaml that registers adk-sqlstore with ADK's command line.
+
+    Save it next to your agents, then start ADK with one of its URIs:
+
+        adk-sqlstore services-yaml > path/to/agents/services.yaml
+
+        adk api_server --session_service_uri sqlstore:// --memory_service_uri sqlstore://
+        path/to/agents
+
+    sqlstore:// is $ADK_SQLSTORE_DATABASE_URL, else the embedded SQLite file;
+    sqlstore+sqlite:///rel.db is relative to the working directory,
+    sqlstore+sqlite:////abs.db absolute; sqlstore+postgresql://user:pass@host/db needs
+    `adk-sqlstore migrate` first (or ?auto_migrate=true in development).
+    """
+    from importlib import resources
+
+    text = resources.files("adk_sqlstore").joinpath("services.yaml").read_text(encoding="utf-8")
+    sys.stdout.write(text)
+
+
+@app.command()
+def demo(url: UrlOption = None) -> None:
+    """Run the lunch example: Monday's preference recalled on Thursday, in a new process."""
+    from ..demo import main as demo_main
+
+    try:
+        code = demo_main([url] if url else [])
+    except (AdkSqlStoreError, ValueError, OSError) as exc:
+        error(str(exc))
+        raise typer.Exit(1) from None
+    raise typer.Exit(code)

@@ -1,0 +1,143 @@
+"""What every command shares: the Typer apps, consoles, options, and how a command
+runs (errors as one line, exit codes)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Coroutine
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from ..console import make_console
+from ..errors import AdkSqlStoreError
+from ..urls import redact_url, resolve_url
+
+__all__ = [
+    "AppOption",
+    "UrlOption",
+    "app",
+    "consoles",
+    "database",
+    "error",
+    "make_console",
+    "memory_app",
+    "run_command",
+    "sessions_app",
+    "when",
+]
+
+app = typer.Typer(
+    name="adk-sqlstore",
+    help="Durable sessions, scoped state and memory for ADK agents, in PostgreSQL or SQLite.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+sessions_app = typer.Typer(help="Inspect stored sessions.", no_args_is_help=True)
+app.add_typer(sessions_app, name="sessions")
+memory_app = typer.Typer(help="Search and ingest long-term memory.", no_args_is_help=True)
+app.add_typer(memory_app, name="memory")
+
+
+@app.callback()
+def _commands() -> None:
+    # The commands report failures themselves, on one line; the library's log records
+    # of the same failures would print them a second time (through logging's last
+    # resort handler) unless the user configured logging.
+    logging.getLogger("adk_sqlstore").addHandler(logging.NullHandler())
+
+
+class _Consoles:
+    """Rich consoles made on first use, so that they see the terminal (and COLUMNS) of
+    the running command. Markup is off: ids, text and queries are printed as they are
+    (a session id such as "[/red]" is just text); styles come from ``style=``."""
+
+    @property
+    def out(self) -> Console:
+        return make_console(stderr=False)
+
+    @property
+    def err(self) -> Console:
+        return make_console(stderr=True)
+
+
+consoles = _Consoles()
+
+UrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--url",
+        metavar="URL",
+        help="Database URL: postgresql://user:pass@host/db, sqlite:///relative.db,"
+        " sqlite:////absolute.db, or the same with ADK's sqlstore+ prefix (sqlstore:// is"
+        " the default). Default: $ADK_SQLSTORE_DATABASE_URL, else the embedded SQLite file.",
+        show_default=False,
+    ),
+]
+AppOption = Annotated[str, typer.Option("--app", metavar="APP", help="The app_name.")]
+
+T = TypeVar("T")
+
+
+def error(message: str) -> None:
+    consoles.err.print(Text("error: ", style="red") + Text(message), soft_wrap=True)
+
+
+def run_command(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine, turning errors into one red line and exit code 1, and Ctrl-C
+    into one line and exit code 130 (as at start-up, see ``adk_sqlstore._entry``)."""
+    try:
+        return asyncio.run(coro)
+    except KeyboardInterrupt:
+        sys.stderr.write("adk-sqlstore: interrupted\n")
+        raise typer.Exit(130) from None
+    except BrokenPipeError:
+        # The reader went away (``export --out - | head``): stop quietly, as other
+        # command-line tools do; stdout is pointed at /dev/null so that Python's own
+        # flush at exit does not complain either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(1) from None
+    except (AdkSqlStoreError, ValueError, OSError) as exc:
+        error(str(exc))
+        raise typer.Exit(1) from None
+
+
+def database(url: str | None, *, must_exist: bool = True) -> str | None:
+    """``url`` unchanged, after checking that an SQLite file it names exists (a read
+    command would otherwise create an empty file); the embedded default is exempt."""
+    try:
+        target = resolve_url(url)
+    except ValueError as exc:
+        error(str(exc))
+        raise typer.Exit(1) from None
+    path = target.url.database
+    if (
+        must_exist
+        and not target.embedded
+        and target.url.get_backend_name() == "sqlite"
+        and path
+        and path != ":memory:"
+        and not Path(path).exists()
+    ):
+        error(
+            f"no database file at {path}; create it with: adk-sqlstore migrate --url"
+            f" {redact_url(target.url)}"
+        )
+        raise typer.Exit(1)
+    return url
+
+
+def when(ts: float) -> str:
+    try:
+        return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):  # outside the years 1-9999
+        return f"{ts!r} s"

@@ -1,0 +1,116 @@
+"""Commands on memory: ``memory search``, ``memory ingest-idle``."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
+
+from ..memory import IngestReport, SqlMemoryService
+from .common import AppOption, UrlOption, consoles, database, error, memory_app, run_command
+
+__all__ = ["memory_ingest_idle", "memory_search"]
+
+
+@memory_app.command("search")
+def memory_search(
+    query: Annotated[str, typer.Argument(metavar="QUERY", help="A natural-language query.")],
+    app_name: AppOption,
+    user: Annotated[
+        str, typer.Option("--user", metavar="USER", help="The user_id whose memories to search.")
+    ],
+    limit: Annotated[
+        int, typer.Option(metavar="N", min=1, max=1000, help="Most results to show.")
+    ] = 10,
+    url: UrlOption = None,
+) -> None:
+    """Search one user's memories; prints score, time, author and text, best first."""
+
+    async def run() -> None:
+        async with SqlMemoryService.from_url(database(url)) as memory:
+            found = await memory.search_memory(
+                app_name=app_name, user_id=user, query=query, limit=limit
+            )
+        consoles.out.print(f"memories of {app_name} / {user} for {query!r}", soft_wrap=True)
+        table = Table()
+        table.add_column("score", justify="right")
+        table.add_column("time (UTC)", no_wrap=True)
+        table.add_column("author")
+        table.add_column("text")
+        table.add_column("session")
+        for entry in found.memories:
+            text = "\n".join(p.text for p in entry.content.parts or [] if p.text)
+            when = (entry.timestamp or "")[:19].replace("T", " ")
+            table.add_row(
+                f"{entry.custom_metadata['score']:.3g}",
+                when,
+                entry.author or "",
+                text,
+                entry.custom_metadata.get("session_id") or "fact",
+            )
+        consoles.out.print(table)
+        consoles.out.print(f"{len(found.memories)} result(s)")
+
+    run_command(run())
+
+
+@memory_app.command("ingest-idle")
+def memory_ingest_idle(
+    idle_minutes: Annotated[
+        float,
+        typer.Option(
+            metavar="MINUTES",
+            min=0,
+            max=100_000_000,
+            help="Ingest sessions not updated for this many minutes.",
+        ),
+    ] = 30,
+    app_name: Annotated[
+        str | None, typer.Option("--app", metavar="APP", help="Only this app.")
+    ] = None,
+    url: UrlOption = None,
+) -> None:
+    """Ingest idle sessions into memory (the idle-timeout trigger; suits cron).
+
+    Only sessions whose current revision is not in memory yet are read, so running it
+    again does nothing new until sessions change. Exits with 1 if any session could not
+    be ingested (the others are).
+    """
+    if not math.isfinite(idle_minutes):
+        raise typer.BadParameter("must be a number of minutes", param_hint="--idle-minutes")
+
+    async def run() -> IngestReport:
+        idle_for = timedelta(minutes=idle_minutes)
+        async with SqlMemoryService.from_url(database(url)) as memory:
+            pending = await memory.count_idle_sessions(idle_for=idle_for, app_name=app_name)
+            with Progress(
+                TextColumn("ingesting"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("sessions, {task.fields[events]} events"),
+                console=consoles.out,
+            ) as progress:
+                task = progress.add_task("ingest", total=pending, events=0)
+
+                def advance(report: IngestReport) -> None:
+                    done = progress.tasks[0].fields["events"] + report.events
+                    progress.update(task, advance=report.sessions + report.failed, events=done)
+
+                return await memory.ingest_idle_sessions(
+                    idle_for, app_name=app_name, on_session=advance
+                )
+
+    total = run_command(run())
+    consoles.out.print(
+        f"ingested {total.sessions} session(s), {total.events} event(s)"
+        f" with text (idle for {idle_minutes:g} min or more)"
+    )
+    if total.failed:
+        for line in total.errors:
+            error(f"not ingested: {line}")
+        error(f"{total.failed} session(s) could not be ingested")
+        raise typer.Exit(1)

@@ -1,0 +1,279 @@
+"""Commands on sessions: ``sessions list``, ``sessions show``, ``import``, ``export``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Annotated
+from urllib.parse import quote
+
+import typer
+from pydantic import ValidationError
+from rich.table import Table
+
+from ..errors import SessionNotFoundError
+from ..models import Event, Session
+from ..sessions import SqlSessionService
+from ..sessions.json_files import dump_session, load_sessions, session_files
+from ..state import APP_PREFIX, USER_PREFIX
+from .common import (
+    AppOption,
+    UrlOption,
+    app,
+    consoles,
+    database,
+    error,
+    run_command,
+    sessions_app,
+    when,
+)
+
+__all__ = ["export", "import_", "sessions_list", "sessions_show"]
+
+
+@sessions_app.command("list")
+def sessions_list(
+    app_name: AppOption,
+    user: Annotated[
+        str | None, typer.Option("--user", metavar="USER", help="Only this user_id.")
+    ] = None,
+    url: UrlOption = None,
+) -> None:
+    """List sessions, oldest update first (read 500 at a time)."""
+
+    async def run() -> None:
+        count = 0
+        async with SqlSessionService.from_url(database(url)) as service:
+            table = None
+            async for s in service.iter_sessions(app_name=app_name, user_id=user):
+                if table is None or table.row_count == 500:
+                    if table is not None:
+                        consoles.out.print(table)
+                    table = _session_table(
+                        f"sessions of {app_name}" + (f" / {user}" if user else ""), count == 0
+                    )
+                table.add_row(
+                    s.id, s.user_id, when(s.last_update_time), str(s.revision), str(len(s.state))
+                )
+                count += 1
+            if table is not None:
+                consoles.out.print(table)
+        consoles.out.print(f"{count} session(s)")
+
+    run_command(run())
+
+
+def _session_table(title: str, first: bool) -> Table:
+    table = Table(title=title if first else None, show_header=first)
+    table.add_column("session id", no_wrap=True, min_width=36)
+    table.add_column("user_id", no_wrap=True, min_width=12)
+    table.add_column("last update", no_wrap=True, min_width=23)
+    table.add_column("events", justify="right", min_width=6)
+    table.add_column("state keys", justify="right", min_width=10)
+    return table
+
+
+def _describe(event: Event) -> str:
+    pieces = []
+    for part in event.content.parts or [] if event.content else []:
+        if part.text:
+            pieces.append(part.text)
+        elif part.function_call:
+            pieces.append(
+                f"→ {part.function_call.name}({json.dumps(part.function_call.args or {})})"
+            )
+        elif part.function_response:
+            pieces.append(
+                f"← {part.function_response.name}: {json.dumps(part.function_response.response)}"
+            )
+        elif part.inline_data:
+            pieces.append(f"[{part.inline_data.mime_type or 'data'}]")
+    return "\n".join(pieces)
+
+
+def _scope(key: str) -> str:
+    if key.startswith(APP_PREFIX):
+        return "app"
+    return "user" if key.startswith(USER_PREFIX) else "session"
+
+
+@sessions_app.command("show")
+def sessions_show(
+    session_id: Annotated[str, typer.Argument(metavar="SESSION_ID", help="The session id.")],
+    app_name: AppOption,
+    user: Annotated[str, typer.Option("--user", metavar="USER", help="The user_id.")],
+    url: UrlOption = None,
+) -> None:
+    """Show a session: its events as a timeline and its state by scope."""
+
+    async def run() -> None:
+        async with SqlSessionService.from_url(database(url)) as service:
+            session = await service.get_session(
+                app_name=app_name, user_id=user, session_id=session_id
+            )
+        if session is None:
+            error(f"no session {session_id!r} for app {app_name!r} and user {user!r}")
+            raise typer.Exit(1)
+        out = consoles.out
+        out.print(
+            f"session {session.id} of {app_name} / {user}: {len(session.events)} events,"
+            f" revision {session.revision}, last update {when(session.last_update_time)}",
+            style="bold",
+        )
+        timeline = Table(title="events")
+        for column in ("#", "time (UTC)", "author", "content", "state_delta"):
+            timeline.add_column(column)
+        for n, event in enumerate(session.events, start=1):
+            delta = "\n".join(
+                f"{k} = {json.dumps(v, ensure_ascii=False)}"
+                for k, v in event.actions.state_delta.items()
+            )
+            timeline.add_row(
+                str(n),
+                when(event.timestamp).removesuffix(" UTC"),
+                event.author,
+                _describe(event),
+                delta,
+            )
+        out.print(timeline)
+        scopes = Table(title="state by scope")
+        for column in ("scope", "key", "value"):
+            scopes.add_column(column)
+        for key, value in session.state.items():
+            scopes.add_row(_scope(key), key, json.dumps(value, ensure_ascii=False))
+        out.print(scopes)
+
+    run_command(run())
+
+
+def _read_sessions(paths: list[Path]) -> Iterator[tuple[str, Session]]:
+    """(source name, session) from files, folders (``*.session.json`` inside, at any
+    depth) or ``-`` (standard input), one file at a time; JSON lines hold one session
+    per line.
+
+    Raises:
+        ValueError: naming the file that is not ADK session JSON.
+    """
+    for path in paths:
+        files: list[Path | None] = [None] if str(path) == "-" else list(session_files([path]))
+        for file in files:
+            name = "<stdin>" if file is None else str(file)
+            try:
+                data = sys.stdin.buffer.read() if file is None else file.read_bytes()
+                found = load_sessions(data)
+            except (ValidationError, ValueError) as exc:  # JSONDecodeError, UnicodeDecodeError
+                first = str(exc).splitlines()[0]
+                raise ValueError(f"{name} is not ADK session JSON: {first}") from None
+            for session in found:
+                yield name, session
+
+
+@app.command("import")
+def import_(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="PATH...",
+            help="Session JSON files, folders of them, or - for standard input (JSON lines"
+            " welcome).",
+        ),
+    ],
+    replace: Annotated[
+        bool,
+        typer.Option(
+            help="Replace sessions that already exist, and user:/app: keys the store has."
+        ),
+    ] = False,
+    url: UrlOption = None,
+) -> None:
+    """Import ADK session JSON (what Session.model_dump_json() writes; snake_case or
+    camelCase keys). A session that already exists is kept unless --replace; so are
+    the user: and app: keys the store already has (a dump's copy is older)."""
+
+    async def run() -> None:
+        imported = skipped = 0
+        async with SqlSessionService.from_url(url) as service:
+            for name, session in _read_sessions(paths):
+                where = f"session {session.id} of {session.app_name} / {session.user_id}"
+                if await service.import_session(session, replace=replace):
+                    imported += 1
+                    consoles.out.print(
+                        f"imported {where} from {name}, {len(session.events)} events"
+                    )
+                else:
+                    skipped += 1
+                    consoles.out.print(
+                        f"skipped {where} from {name}: it already exists (use --replace)"
+                    )
+        consoles.out.print(f"{imported} imported, {skipped} skipped")
+
+    run_command(run())
+
+
+def _file_name(identifier: str) -> str:
+    """An identifier as one safe path component: percent-encoded, never "." or "..",
+    never hidden."""
+    name = quote(identifier, safe="")
+    return "%2E" + name[1:] if name.startswith(".") else name
+
+
+@app.command("export")
+def export(
+    app_name: AppOption,
+    user: Annotated[
+        str | None, typer.Option("--user", metavar="USER", help="Only this user_id.")
+    ] = None,
+    session_id: Annotated[
+        str | None, typer.Option("--session", metavar="SESSION_ID", help="Only this session.")
+    ] = None,
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            metavar="DIR",
+            help="Folder to write to; '-' writes JSON lines to standard output.",
+        ),
+    ] = Path("."),
+    url: UrlOption = None,
+) -> None:
+    """Export sessions as ADK session JSON: DIR/<session id>.session.json with --user,
+    else DIR/<user_id>/<session id>.session.json (ids percent-encoded)."""
+    if session_id is not None and user is None:
+        error("--session needs --user")
+        raise typer.Exit(2)
+
+    async def sessions(service: SqlSessionService) -> AsyncIterator[Session]:
+        if session_id is not None and user is not None:
+            one = await service.get_session(app_name=app_name, user_id=user, session_id=session_id)
+            if one is None:
+                raise SessionNotFoundError(
+                    f"no session {session_id!r} of app {app_name!r} and user {user!r}"
+                )
+            yield one
+            return
+        async for summary in service.iter_sessions(app_name=app_name, user_id=user):
+            session = await service.get_session(
+                app_name=app_name, user_id=summary.user_id, session_id=summary.id
+            )
+            if session is not None:  # else deleted meanwhile
+                yield session
+
+    async def run() -> None:
+        async with SqlSessionService.from_url(database(url)) as service:
+            count = 0
+            async for session in sessions(service):
+                text = dump_session(session)
+                if str(out) == "-":
+                    sys.stdout.write(json.dumps(json.loads(text), ensure_ascii=False) + "\n")
+                else:
+                    folder = out if user is not None else out / _file_name(session.user_id)
+                    folder.mkdir(parents=True, exist_ok=True)
+                    path = folder / f"{_file_name(session.id)}.session.json"
+                    path.write_text(text, encoding="utf-8")
+                count += 1
+        if str(out) != "-":
+            consoles.out.print(f"exported {count} session(s) to {out}")
+
+    run_command(run())

@@ -1,0 +1,411 @@
+"""``SqlMemoryService``: the public API of long-term memory (the work is in the other
+modules of :mod:`adk_sqlstore.memory`)."""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any, Self
+
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from .. import telemetry
+from ..errors import InvalidArgumentError, SessionNotFoundError
+from ..models import (
+    Content,
+    Event,
+    EventLike,
+    MemoryEntry,
+    SearchMemoryResponse,
+    SessionLike,
+)
+from ..search import search_memories
+from ..sessions.codec import CORE_MODELS, SessionCodec, SessionModels
+from ..sessions.reading import read_session, session_key
+from ..sessions.retention import forget_user
+from ..sql import memory as sql
+from ..store import ClosedOnExit, Store, write_completes
+from ..validation import (
+    DEFAULT_MAX_EVENT_BYTES,
+    DEFAULT_MAX_STATE_VALUE_BYTES,
+    check_age,
+    check_argument,
+    check_count,
+    check_identifier,
+)
+from .ingestion import IngestReport, idle_sessions, ingest_each, ingest_session
+from .redaction import Redactor
+from .rows import MemoryRows, as_models, check_metadata, iso_time, memory_id
+
+__all__ = ["SqlMemoryService"]
+
+
+class SqlMemoryService(ClosedOnExit):
+    """Long-term memory for ADK-style agents in PostgreSQL or SQLite.
+
+    Follows ADK's ``BaseMemoryService`` (``add_session_to_memory``,
+    ``add_events_to_memory``, ``add_memory``, ``search_memory``). Create it with
+    :meth:`from_url` (it then owns and closes its store) or pass the
+    :class:`~adk_sqlstore.Store` (or engine) a session service uses.
+
+    Args:
+        store: the database (:class:`~adk_sqlstore.Store`, or an ``AsyncEngine``).
+        redactors: extra ingestion filters applied after card masking: callables
+            ``str -> str`` or regular expressions whose matches become ``[redacted]``.
+        mask_card_numbers: mask Luhn-valid payment card numbers (default True).
+        auto_migrate: as for :class:`~adk_sqlstore.Store` (only with an engine).
+        models: the session models of the sessions given to
+            :meth:`add_session_to_memory` (default: this library's; the ADK classes
+            pass ADK's).
+    """
+
+    def __init__(
+        self,
+        store: Store | AsyncEngine,
+        *,
+        redactors: Iterable[Redactor] | None = None,
+        mask_card_numbers: bool = True,
+        auto_migrate: bool | None = None,
+        models: SessionModels[Any, Any, Any] | None = None,
+    ) -> None:
+        self._store = Store.of(store, auto_migrate=auto_migrate)
+        self._owns_store = False
+        self._rows = MemoryRows(redactors, mask_card_numbers=mask_card_numbers)
+        self._codec: SessionCodec[Any, Any, Any] = SessionCodec(
+            models if models is not None else CORE_MODELS,
+            max_event_bytes=DEFAULT_MAX_EVENT_BYTES,
+            max_state_value_bytes=DEFAULT_MAX_STATE_VALUE_BYTES,
+        )
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str | URL | None = None,
+        *,
+        auto_migrate: bool | None = None,
+        redactors: Iterable[Redactor] | None = None,
+        mask_card_numbers: bool = True,
+        models: SessionModels[Any, Any, Any] | None = None,
+        **settings: Any,
+    ) -> Self:
+        """A service on a store of its own (:meth:`adk_sqlstore.Store.from_url`: the URL,
+        ``auto_migrate`` and connection ``settings`` are as there), closed with it."""
+        store = Store.from_url(url, auto_migrate=auto_migrate, **settings)
+        service = cls(
+            store, redactors=redactors, mask_card_numbers=mask_card_numbers, models=models
+        )
+        service._owns_store = True
+        return service
+
+    @property
+    def store(self) -> Store:
+        """The database this service runs on."""
+        return self._store
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The store's engine for the running event loop."""
+        return self._store.engine
+
+    async def close(self) -> None:
+        """Close the store if this service created it (:meth:`from_url`)."""
+        if self._owns_store:
+            await self._store.close()
+
+    # -- writing ------------------------------------------------------------------------
+
+    @telemetry.traced("add_session_to_memory", rows=telemetry.counted)
+    @write_completes
+    async def add_session_to_memory(self, session: SessionLike) -> IngestReport:
+        """Store the session's events that carry text, one memory per event.
+
+        Calling it again for the same session replaces that session's memories in one
+        transaction: events gone from the session disappear, changed ones update,
+        unchanged ones stay. Ingesting a session twice, or ten times at checkpoints,
+        yields exactly one copy. The session's revision is recorded, so
+        :meth:`ingest_idle_sessions` skips it until it changes. A session object loaded
+        with ``GetSessionConfig`` limits, or before later appends, is reloaded whole
+        first, so that no stored event's memory is dropped.
+
+        Args:
+            session: a :class:`~adk_sqlstore.Session` (or ADK ``Session``); one not
+                from this store is taken as holding the whole conversation.
+
+        Raises:
+            SessionNotFoundError: the session was loaded from this store and has been
+                deleted (or deleted and created again) since; nothing is written, so a
+                deleted or pruned session leaves no memories behind.
+        """
+        return await ingest_session(self._store, self._codec, self._rows, session)
+
+    @telemetry.traced("add_events_to_memory", rows=telemetry.counted)
+    @write_completes
+    async def add_events_to_memory(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        events: Sequence[EventLike],
+        session_id: str | None = None,
+        custom_metadata: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Add events incrementally (e.g. only the latest turn); idempotent on event id:
+        adding an event again updates its memory, and one that no longer carries text
+        (after the ingestion filter) removes it.
+
+        Args:
+            session_id: the session the events belong to (``None`` if none).
+            custom_metadata: stored with each memory and returned by searches.
+
+        Returns:
+            How many events carried text and were stored.
+
+        Raises:
+            InvalidMemoryError: ``events`` is not a list of events (or dicts of them).
+        """
+        check_identifier("app_name", app_name)
+        check_identifier("user_id", user_id)
+        if session_id is not None:
+            check_identifier("session_id", session_id)
+        checked = as_models(events, Event, "event", "events")
+        check_metadata(custom_metadata)
+        rows = self._rows.from_events(
+            app_name=app_name,
+            user_id=user_id,
+            session_id=session_id,
+            events=checked,
+            custom_metadata=custom_metadata,
+            now=time.time(),
+        )
+        textless = {
+            memory_id(app_name, user_id, session_id, e.id) for e in checked if not e.partial
+        } - {row["id"] for row in rows}
+        async with self._store.transaction(write=True) as conn:
+            if textless:
+                await sql.delete_memories(
+                    conn, app_name=app_name, user_id=user_id, memory_ids=sorted(textless)
+                )
+            await sql.upsert_memories(conn, rows)
+        return len(rows)
+
+    @telemetry.traced("add_memory", rows=telemetry.counted)
+    @write_completes
+    async def add_memory(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        memories: Sequence[Any],
+        custom_metadata: Mapping[str, Any] | None = None,
+    ) -> list[str]:
+        """Store distilled facts, searched like events. An entry's text parts are
+        filtered and stored; one without a timestamp gets the time of writing; one with
+        an ``id`` replaces the memory with that id (so re-adding a fact does not copy
+        it), one without gets a new id.
+
+        Args:
+            memories: ``MemoryEntry`` objects (``content``, ``author``, ``timestamp``
+                as ISO 8601, ``custom_metadata``), ADK's, or dicts of them.
+            custom_metadata: merged under each entry's own metadata.
+
+        Returns:
+            The ids of the stored memories, in order (entries without text skipped).
+
+        Raises:
+            InvalidMemoryError: an entry is neither a ``MemoryEntry`` nor a dict of one,
+                or its timestamp is not ISO 8601; nothing is written.
+        """
+        check_identifier("app_name", app_name)
+        check_identifier("user_id", user_id)
+        check_metadata(custom_metadata)
+        rows = self._rows.from_entries(
+            app_name=app_name,
+            user_id=user_id,
+            entries=as_models(memories, MemoryEntry, "memory", "memories"),
+            custom_metadata=custom_metadata,
+            now=time.time(),
+        )
+        async with self._store.transaction(write=True) as conn:
+            await sql.upsert_memories(conn, rows)
+        return [row["id"] for row in rows]
+
+    # -- reading ------------------------------------------------------------------------
+
+    @telemetry.traced("search_memory", rows=telemetry.found)
+    async def search_memory(
+        self, *, app_name: str, user_id: str, query: str, limit: int = 10
+    ) -> SearchMemoryResponse:
+        """Search one user's memories with a natural-language query.
+
+        Stop words are ignored, words are stemmed (English), any term may match, and
+        memories are ranked by BM25 over this user's memories (:mod:`.search.lexical`,
+        the same on both backends); ties go to the more recent memory. The author and
+        the first 100,000 characters of a memory's text are indexed. Words are matched
+        whole (a run of CJK characters is one word); SQLite ignores accents (``cafe``
+        finds ``café``), PostgreSQL does not. No query raises: search syntax, SQL,
+        emoji and very long queries are searched as plain words (cut at 10,000
+        characters); an empty or all-stop-word query finds nothing. Only rows of
+        ``(app_name, user_id)`` are ever read.
+
+        Returns:
+            At most ``limit`` memories (at most 1,000), best first; each carries ``id``,
+            ``content``, ``author``, ``timestamp`` (ISO 8601, UTC) and
+            ``custom_metadata`` with the stored metadata plus ``session_id``,
+            ``event_id`` and ``score`` (BM25, higher is better; comparable within one
+            search only).
+
+        Raises:
+            InvalidArgumentError: ``query`` is not a str, or ``limit`` not 1 or more.
+        """
+        check_identifier("app_name", app_name)
+        check_identifier("user_id", user_id)
+        check_argument("query", query, str, "a str")
+        check_count("limit", limit, least=1)
+        async with self._store.transaction(write=False) as conn:
+            rows = await search_memories(
+                conn, app_name=app_name, user_id=user_id, query=query, limit=limit
+            )
+        memories = []
+        for row, score in rows:
+            metadata = json.loads(row.custom_metadata)
+            metadata.update(session_id=row.session_id, event_id=row.event_id, score=score)
+            memories.append(
+                MemoryEntry(
+                    id=row.id,
+                    content=Content.model_validate_json(row.content),
+                    author=row.author,
+                    timestamp=iso_time(row.timestamp),
+                    custom_metadata=metadata,
+                )
+            )
+        return SearchMemoryResponse(memories=memories)
+
+    # -- forgetting ---------------------------------------------------------------------
+
+    @telemetry.traced("delete_memories", rows=telemetry.counted)
+    @write_completes
+    async def delete_memories(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str | None = None,
+        memory_ids: Sequence[str] | None = None,
+    ) -> int:
+        """Delete one user's memories: those of ``session_id``, those with the given
+        ids, both filters combined, or all of them when neither is given.
+
+        Returns:
+            How many memories were deleted.
+
+        Raises:
+            InvalidArgumentError: ``memory_ids`` is not a list of ids.
+        """
+        check_identifier("app_name", app_name)
+        check_identifier("user_id", user_id)
+        if session_id is not None:
+            check_identifier("session_id", session_id)
+        ids: list[str] | None = None
+        if memory_ids is not None:
+            if isinstance(memory_ids, str | bytes) or not isinstance(memory_ids, Iterable):
+                raise InvalidArgumentError(
+                    f"memory_ids must be a list of memory ids, not {memory_ids!r:.60}"
+                )
+            ids = [check_identifier("memory id", mid) for mid in memory_ids]
+        async with self._store.transaction(write=True) as conn:
+            return await sql.delete_memories(
+                conn, app_name=app_name, user_id=user_id, session_id=session_id, memory_ids=ids
+            )
+
+    @telemetry.traced("forget_user", rows=telemetry.counted)
+    @write_completes
+    async def forget_user(self, *, app_name: str, user_id: str) -> dict[str, int]:
+        """Delete everything stored for one user of one app; see
+        :meth:`adk_sqlstore.SqlSessionService.forget_user`."""
+        return await forget_user(self._store, app_name=app_name, user_id=user_id)
+
+    # -- ingestion triggers -------------------------------------------------------------
+
+    @telemetry.traced("ingest_session", rows=telemetry.counted)
+    async def ingest_session(self, *, app_name: str, user_id: str, session_id: str) -> IngestReport:
+        """The explicit end of a conversation: reload the session whole and ingest it
+        (:meth:`add_session_to_memory`). Safe to retry (ingestion is an upsert); a
+        session that does not exist (or is deleted meanwhile) ingests nothing."""
+        key = session_key(app_name, user_id, session_id)
+        async with self._store.autocommit() as conn:
+            session = await read_session(conn, key, self._codec)
+        if session is None:
+            return IngestReport()
+        try:
+            return await self.add_session_to_memory(session)
+        except SessionNotFoundError:  # deleted between the load and the write
+            return IngestReport()
+
+    async def close_session(self, *, app_name: str, user_id: str, session_id: str) -> IngestReport:
+        """The former name of :meth:`ingest_session` (deprecated: it closes nothing)."""
+        warnings.warn(
+            "close_session is deprecated: use ingest_session", DeprecationWarning, stacklevel=2
+        )
+        return await self.ingest_session(app_name=app_name, user_id=user_id, session_id=session_id)
+
+    @telemetry.traced("count_idle_sessions", rows=telemetry.counted)
+    async def count_idle_sessions(
+        self, *, idle_for: timedelta | float = timedelta(minutes=30), app_name: str | None = None
+    ) -> int:
+        """How many sessions :meth:`ingest_idle_sessions` would ingest now."""
+        cutoff = time.time() - check_age("idle_for", idle_for)
+        if app_name is not None:
+            check_identifier("app_name", app_name)
+        async with self._store.transaction(write=False) as conn:
+            return await sql.count_idle_sessions(conn, cutoff=cutoff, app_name=app_name)
+
+    def idle_sessions(
+        self,
+        *,
+        idle_for: timedelta | float = timedelta(minutes=30),
+        app_name: str | None = None,
+        batch_size: int = 500,
+    ) -> AsyncIterator[tuple[str, str, str]]:
+        """(app_name, user_id, session_id) of the sessions idle for ``idle_for`` (a
+        ``timedelta`` or seconds) whose current revision memory does not hold, read in
+        batches."""
+        cutoff = time.time() - check_age("idle_for", idle_for)
+        return idle_sessions(self._store, cutoff=cutoff, app_name=app_name, batch_size=batch_size)
+
+    @telemetry.traced("ingest_idle_sessions", rows=telemetry.counted)
+    async def ingest_idle_sessions(
+        self,
+        idle_for: timedelta | float = timedelta(minutes=30),
+        *,
+        app_name: str | None = None,
+        on_session: Callable[[IngestReport], None] | None = None,
+    ) -> IngestReport:
+        """Ingest every session last updated more than ``idle_for`` ago whose current
+        revision has not been ingested yet (the idle-timeout trigger; run it from cron
+        or a scheduler). Running it again does nothing new until sessions change.
+
+        Sessions are streamed in batches (memory use does not grow with their number),
+        each ingested in its own transaction; one that cannot be (e.g. it holds data
+        that no longer reads back) is counted in ``failed``, logged and skipped.
+
+        Args:
+            idle_for: how long a session must have been idle (``timedelta`` or seconds).
+            app_name: only this app's sessions (default: every app).
+            on_session: called after each session with its report (progress bars).
+
+        Returns:
+            The totals.
+
+        Raises:
+            DatabaseUnavailableError: the database cannot be reached.
+        """
+
+        async def ingest(app: str, user: str, session_id: str) -> IngestReport:
+            return await self.ingest_session(app_name=app, user_id=user, session_id=session_id)
+
+        keys = self.idle_sessions(idle_for=idle_for, app_name=app_name)
+        return await ingest_each(keys, ingest, on_session)

@@ -1,0 +1,56 @@
+"""Memory search: BM25 over each user's memories, on PostgreSQL full-text search or
+SQLite FTS5.
+
+- :mod:`.text`: what an event says, the indexed form, query terms, stop words;
+- :mod:`.lexical`: the BM25 ranker (MaxScore reads), the same on every backend;
+- :mod:`.postgres`, :mod:`.sqlite`: each backend's reads (their SQL is in
+  :mod:`adk_sqlstore.sql.search`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from .lexical import MAX_SEARCH_RESULTS, UserMemories, weigh
+from .postgres import PostgresSearch
+from .sqlite import SqliteSearch
+from .text import MAX_QUERY_CHARS, query_terms, valid_unicode
+
+__all__ = ["search_memories"]
+
+
+async def search_memories(
+    conn: AsyncConnection, *, app_name: str, user_id: str, query: str, limit: int
+) -> list[tuple[Row[Any], float]]:
+    """Rank one user's memories against a natural-language query, best first.
+
+    Any query term may match; stop words are ignored; no input raises (the query is
+    never parsed as search syntax; it is cut at :data:`~.text.MAX_QUERY_CHARS`
+    characters). At most :data:`~.lexical.MAX_SEARCH_RESULTS` results.
+
+    Returns:
+        (row, score) pairs; rows have pk, id, session_id, event_id, author, timestamp,
+        content, custom_metadata; the score is BM25, higher is better.
+    """
+    query = valid_unicode(query[:MAX_QUERY_CHARS]).replace("\x00", " ")
+    limit = min(limit, MAX_SEARCH_RESULTS)
+    if not query_terms(query) or limit <= 0:
+        return []
+    search: UserMemories = (
+        PostgresSearch(conn, app_name, user_id, query)
+        if conn.dialect.name == "postgresql"
+        else SqliteSearch(conn, app_name, user_id, query)
+    )
+    found = await search.terms()
+    if found is None:
+        return []
+    terms, n, avgdl = found
+    terms = weigh(terms, n)
+    if not terms:
+        return []
+    scored = await search.rank(terms, avgdl, limit)
+    rows = await search.rows([pk for _, _, pk in scored])
+    return [(rows[pk], score) for score, _, pk in scored if pk in rows]

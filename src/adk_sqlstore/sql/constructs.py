@@ -1,0 +1,61 @@
+"""Statement forms shared by the other modules of :mod:`adk_sqlstore.sql`.
+
+The upsert is the one statement whose SQLAlchemy construct differs by dialect
+(``postgresql.insert`` and ``sqlite.insert`` each have ``on_conflict_do_update``);
+both PostgreSQL and SQLite (3.24+) run the same SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Table, or_
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Dialect
+from sqlalchemy.sql.dml import Insert
+
+__all__ = ["CHUNK", "chunks", "upsert"]
+
+CHUNK = 500
+"""Rows per multi-row statement: far below SQLite's 32,766 bound parameters."""
+
+
+def chunks(rows: Sequence[Any], size: int = CHUNK) -> Iterable[Sequence[Any]]:
+    """``rows`` in slices of at most ``size``."""
+    for start in range(0, len(rows), size):
+        yield rows[start : start + size]
+
+
+def upsert(
+    dialect: Dialect,
+    table: Table,
+    *,
+    key: Sequence[str],
+    update: Sequence[str],
+    only_if_changed: Sequence[str] | None = None,
+) -> Insert:
+    """``INSERT ... ON CONFLICT (key) DO UPDATE SET update = excluded.update``.
+
+    Execute it with a list of row dicts (an executemany: the statement is compiled
+    once and cached).
+
+    Args:
+        only_if_changed: update a conflicting row only when one of these columns
+            differs from the new value (``IS DISTINCT FROM``).
+    """
+    stmt: postgresql.Insert | sqlite.Insert
+    if dialect.name == "postgresql":
+        stmt = postgresql.insert(table)
+    elif dialect.name == "sqlite":
+        stmt = sqlite.insert(table)
+    else:  # pragma: no cover - urls.normalize_url refuses other databases
+        raise NotImplementedError(dialect.name)
+    where = None
+    if only_if_changed:
+        where = or_(*(table.c[c].is_distinct_from(stmt.excluded[c]) for c in only_if_changed))
+    return stmt.on_conflict_do_update(
+        index_elements=list(key),
+        set_={name: stmt.excluded[name] for name in update},
+        where=where,
+    )

@@ -1,0 +1,226 @@
+"""The hot paths: an append and a session load, each one database round trip.
+
+On PostgreSQL each is a single statement run outside an explicit transaction, which
+PostgreSQL runs atomically on one snapshot; on SQLite each is one batch in aiosqlite's
+thread (:mod:`.sqlite_thread`) running the whole transaction there. Both write and
+read exactly what the statements of :mod:`.sessions` would; the parameter names are
+shared (SQLAlchemy's ``:name`` and sqlite3's named style agree).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from .sqlite_thread import execute, fetch_all, fetch_one, rollback_quietly, run_batch
+
+__all__ = ["AppendRow", "append_row", "load_session_rows"]
+
+
+@dataclass(frozen=True)
+class AppendRow:
+    """Everything one append writes: the revision guard, the event row, state keys
+    (sorted, values already JSON text)."""
+
+    app_name: str
+    user_id: str
+    session_id: str
+    expected_revision: int
+    expected_incarnation: str | None
+    update_time: float
+    event_id: str
+    invocation_id: str
+    author: str
+    timestamp: float
+    data: str
+    session_state: list[tuple[str, str]]
+    user_state: list[tuple[str, str]]
+    app_state: list[tuple[str, str]]
+    now: float
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "app_name": self.app_name,
+            "user_id": self.user_id,
+            "session_id": self.session_id,
+            "expected_revision": self.expected_revision,
+            "expected_incarnation": self.expected_incarnation,
+            "update_time": self.update_time,
+            "event_id": self.event_id,
+            "invocation_id": self.invocation_id,
+            "author": self.author,
+            "timestamp": self.timestamp,
+            "data": self.data,
+            "now": self.now,
+        }
+
+
+_BUMP = """
+    UPDATE sqlstore_sessions SET revision = revision + 1, update_time = :update_time
+    WHERE app_name = :app_name AND user_id = :user_id AND id = :session_id
+      AND revision = :expected_revision
+      AND (CAST(:expected_incarnation AS TEXT) IS NULL OR incarnation = :expected_incarnation)
+    RETURNING revision
+"""
+
+_POSTGRES_APPEND = text(f"""
+WITH bumped AS ({_BUMP}),
+new_event AS (
+    INSERT INTO sqlstore_events
+        (app_name, user_id, session_id, seq, id, invocation_id, author, timestamp, data)
+    SELECT :app_name, :user_id, :session_id, revision, :event_id, :invocation_id, :author,
+           :timestamp, :data
+    FROM bumped
+),
+new_session_state AS (
+    INSERT INTO sqlstore_session_state (app_name, user_id, session_id, key, value)
+    SELECT :app_name, :user_id, :session_id, s.key, s.value
+    FROM bumped, unnest(CAST(:session_keys AS TEXT[]), CAST(:session_values AS TEXT[]))
+         AS s(key, value)
+    ON CONFLICT (app_name, user_id, session_id, key) DO UPDATE SET value = EXCLUDED.value
+),
+new_user_state AS (
+    INSERT INTO sqlstore_user_state (app_name, user_id, key, value, update_time)
+    SELECT :app_name, :user_id, s.key, s.value, :now
+    FROM bumped, unnest(CAST(:user_keys AS TEXT[]), CAST(:user_values AS TEXT[])) AS s(key, value)
+    ON CONFLICT (app_name, user_id, key)
+    DO UPDATE SET value = EXCLUDED.value, update_time = EXCLUDED.update_time
+),
+new_app_state AS (
+    INSERT INTO sqlstore_app_state (app_name, key, value, update_time)
+    SELECT :app_name, s.key, s.value, :now
+    FROM bumped, unnest(CAST(:app_keys AS TEXT[]), CAST(:app_values AS TEXT[])) AS s(key, value)
+    ON CONFLICT (app_name, key)
+    DO UPDATE SET value = EXCLUDED.value, update_time = EXCLUDED.update_time
+)
+SELECT revision FROM bumped
+""")
+
+_SQLITE_INSERT_EVENT = """
+    INSERT INTO sqlstore_events
+        (app_name, user_id, session_id, seq, id, invocation_id, author, timestamp, data)
+    VALUES (:app_name, :user_id, :session_id, :seq, :event_id, :invocation_id, :author,
+            :timestamp, :data)
+"""
+_SQLITE_SESSION_STATE = """
+    INSERT INTO sqlstore_session_state (app_name, user_id, session_id, key, value)
+    VALUES (:app_name, :user_id, :session_id, :key, :value)
+    ON CONFLICT (app_name, user_id, session_id, key) DO UPDATE SET value = excluded.value
+"""
+_SQLITE_USER_STATE = """
+    INSERT INTO sqlstore_user_state (app_name, user_id, key, value, update_time)
+    VALUES (:app_name, :user_id, :key, :value, :now)
+    ON CONFLICT (app_name, user_id, key)
+    DO UPDATE SET value = excluded.value, update_time = excluded.update_time
+"""
+_SQLITE_APP_STATE = """
+    INSERT INTO sqlstore_app_state (app_name, key, value, update_time)
+    VALUES (:app_name, :key, :value, :now)
+    ON CONFLICT (app_name, key)
+    DO UPDATE SET value = excluded.value, update_time = excluded.update_time
+"""
+
+
+def _sqlite_append(db: Any, row: AppendRow) -> int | None:
+    """One append as one SQLite transaction (a batch of :mod:`.sqlite_thread`)."""
+    params = row.params()
+    execute(db, "BEGIN IMMEDIATE")
+    try:
+        bumped = fetch_one(db, _BUMP, params)
+        if bumped is None:
+            execute(db, "ROLLBACK")
+            return None
+        revision = int(bumped[0])
+        execute(db, _SQLITE_INSERT_EVENT, {**params, "seq": revision})
+        for sql, items in (
+            (_SQLITE_SESSION_STATE, row.session_state),
+            (_SQLITE_USER_STATE, row.user_state),
+            (_SQLITE_APP_STATE, row.app_state),
+        ):
+            if items:
+                db.cursor().executemany(sql, [{**params, "key": k, "value": v} for k, v in items])
+        execute(db, "COMMIT")
+        return revision
+    except BaseException:
+        rollback_quietly(db)
+        raise
+
+
+async def append_row(conn: AsyncConnection, row: AppendRow) -> int | None:
+    """Append one event under the revision guard, with its state keys, atomically.
+
+    ``conn`` must be outside any transaction (PostgreSQL: in AUTOCOMMIT mode).
+
+    Returns:
+        The new revision, or ``None`` when the guard matched no row (stale or absent).
+
+    Raises:
+        sqlalchemy.exc.IntegrityError: the event id is taken (nothing was written).
+    """
+    if conn.dialect.name == "postgresql":
+        params = row.params()
+        for scope in ("session", "user", "app"):
+            items = getattr(row, f"{scope}_state")
+            params[f"{scope}_keys"] = [k for k, _ in items]
+            params[f"{scope}_values"] = [v for _, v in items]
+        revision: int | None = (await conn.execute(_POSTGRES_APPEND, params)).scalar_one_or_none()
+        return revision
+    return await run_batch(conn, _sqlite_append, row)
+
+
+_LOAD_SESSION = """
+SELECT 0 AS part, incarnation AS k, CAST(NULL AS TEXT) AS v, revision AS n, update_time AS t
+FROM sqlstore_sessions WHERE app_name = :app_name AND user_id = :user_id AND id = :session_id
+UNION ALL
+SELECT 1, key, value, NULL, NULL FROM sqlstore_app_state WHERE app_name = :app_name
+UNION ALL
+SELECT 2, key, value, NULL, NULL FROM sqlstore_user_state
+WHERE app_name = :app_name AND user_id = :user_id
+UNION ALL
+SELECT 3, key, value, NULL, NULL FROM sqlstore_session_state
+WHERE app_name = :app_name AND user_id = :user_id AND session_id = :session_id
+UNION ALL
+SELECT 4, NULL, data, seq, NULL FROM (
+    SELECT data, seq FROM sqlstore_events
+    WHERE app_name = :app_name AND user_id = :user_id AND session_id = :session_id
+      AND timestamp >= :after_timestamp
+    ORDER BY seq DESC LIMIT :num_recent_events
+) recent
+ORDER BY part, n
+"""
+_POSTGRES_LOAD_SESSION = text(_LOAD_SESSION)
+
+
+def _sqlite_load(db: Any, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return fetch_all(db, _LOAD_SESSION, params)
+
+
+async def load_session_rows(
+    conn: AsyncConnection,
+    *,
+    app_name: str,
+    user_id: str,
+    session_id: str,
+    num_recent_events: int | None,
+    after_timestamp: float | None,
+) -> list[tuple[Any, ...]]:
+    """A session's row, state and events in one statement (one snapshot).
+
+    Rows are ``(part, k, v, n, t)``: part 0 the session (k incarnation, n revision, t
+    update_time; absent if the session is), 1-3 app, user and session state (k key, v
+    JSON text), 4 the events (v JSON text, n seq) oldest first.
+    """
+    params = {
+        "app_name": app_name,
+        "user_id": user_id,
+        "session_id": session_id,
+        "num_recent_events": 2**62 if num_recent_events is None else num_recent_events,
+        "after_timestamp": -math.inf if after_timestamp is None else after_timestamp,
+    }
+    if conn.dialect.name == "postgresql":
+        return [tuple(r) for r in (await conn.execute(_POSTGRES_LOAD_SESSION, params)).all()]
+    return await run_batch(conn, _sqlite_load, params)

@@ -1,0 +1,190 @@
+"""Statements on memories, ingestion records and the scan for idle sessions.
+
+The per-user search statistics (``sqlstore_memory_stats``) are kept by triggers
+created in the migrations, never written here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import and_, delete, func, or_, select, tuple_
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..schema import memories, memory_ingestions, sessions
+from .constructs import chunks, upsert
+
+__all__ = [
+    "count_idle_sessions",
+    "delete_memories",
+    "delete_memories_by_pk",
+    "idle_sessions",
+    "memory_ids_of_session",
+    "record_ingestion",
+    "upsert_memories",
+]
+
+_MEMORY_UPDATABLE = (
+    "session_id",
+    "event_id",
+    "author",
+    "timestamp",
+    "content",
+    "text",
+    "token_count",
+    "custom_metadata",
+    "search_scope",
+    "update_time",
+)
+_MEMORY_COMPARED = ("session_id", "event_id", "author", "timestamp", "content", "custom_metadata")
+
+
+async def memory_ids_of_session(
+    conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str
+) -> dict[str, int]:
+    """Memory id to row key (``pk``) for the memories of one session."""
+    result = await conn.execute(
+        select(memories.c.id, memories.c.pk).where(
+            memories.c.app_name == app_name,
+            memories.c.user_id == user_id,
+            memories.c.session_id == session_id,
+        )
+    )
+    return {str(memory_id): int(pk) for memory_id, pk in result.all()}
+
+
+async def delete_memories_by_pk(
+    conn: AsyncConnection, *, app_name: str, user_id: str, pks: Sequence[int]
+) -> int:
+    """Delete memories of one user by row key; returns how many were deleted."""
+    deleted = 0
+    for chunk in chunks(pks):
+        result = await conn.execute(
+            delete(memories).where(
+                memories.c.app_name == app_name,
+                memories.c.user_id == user_id,
+                memories.c.pk.in_(chunk),
+            )
+        )
+        deleted += result.rowcount
+    return deleted
+
+
+async def upsert_memories(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert memories, or update those whose ``(app_name, user_id, id)`` exists and
+    whose content changed (unchanged rows are not rewritten, nor re-indexed)."""
+    if not rows:
+        return
+    stmt = upsert(
+        conn.dialect,
+        memories,
+        key=("app_name", "user_id", "id"),
+        update=_MEMORY_UPDATABLE,
+        only_if_changed=_MEMORY_COMPARED,
+    )
+    for chunk in chunks(rows):
+        await conn.execute(stmt, list(chunk))
+
+
+async def record_ingestion(
+    conn: AsyncConnection,
+    *,
+    app_name: str,
+    user_id: str,
+    session_id: str,
+    revision: int | None,
+    event_count: int,
+    now: float,
+) -> None:
+    """Remember which revision of a session memory now holds."""
+    stmt = upsert(
+        conn.dialect,
+        memory_ingestions,
+        key=("app_name", "user_id", "session_id"),
+        update=("revision", "event_count", "ingest_time"),
+    )
+    await conn.execute(
+        stmt,
+        {
+            "app_name": app_name,
+            "user_id": user_id,
+            "session_id": session_id,
+            "revision": revision,
+            "event_count": event_count,
+            "ingest_time": now,
+        },
+    )
+
+
+def _idle_filter(cutoff: float, app_name: str | None) -> Any:
+    i = memory_ingestions
+    stmt = (
+        select(sessions.c.app_name, sessions.c.user_id, sessions.c.id)
+        .outerjoin(
+            i,
+            and_(
+                i.c.app_name == sessions.c.app_name,
+                i.c.user_id == sessions.c.user_id,
+                i.c.session_id == sessions.c.id,
+            ),
+        )
+        .where(
+            sessions.c.update_time < cutoff,
+            sessions.c.revision > 0,
+            or_(i.c.revision.is_(None), i.c.revision < sessions.c.revision),
+        )
+    )
+    if app_name is not None:
+        stmt = stmt.where(sessions.c.app_name == app_name)
+    return stmt
+
+
+async def idle_sessions(
+    conn: AsyncConnection,
+    *,
+    cutoff: float,
+    app_name: str | None,
+    after: tuple[str, str, str] | None,
+    limit: int,
+) -> list[tuple[str, str, str]]:
+    """Sessions last updated before ``cutoff`` whose current revision memory does not
+    hold yet, as (app_name, user_id, id), in key order after ``after`` (keyset
+    pagination: memory use does not grow with the number of sessions)."""
+    stmt = (
+        _idle_filter(cutoff, app_name)
+        .order_by(sessions.c.app_name, sessions.c.user_id, sessions.c.id)
+        .limit(limit)
+    )
+    if after is not None:
+        stmt = stmt.where(tuple_(sessions.c.app_name, sessions.c.user_id, sessions.c.id) > after)
+    return [(a, u, s) for a, u, s in (await conn.execute(stmt)).all()]
+
+
+async def count_idle_sessions(conn: AsyncConnection, *, cutoff: float, app_name: str | None) -> int:
+    """How many sessions :func:`idle_sessions` would return in all."""
+    stmt = select(func.count()).select_from(_idle_filter(cutoff, app_name).subquery())
+    return int((await conn.execute(stmt)).scalar_one())
+
+
+async def delete_memories(
+    conn: AsyncConnection,
+    *,
+    app_name: str,
+    user_id: str,
+    session_id: str | None = None,
+    memory_ids: Sequence[str] | None = None,
+) -> int:
+    """Delete a user's memories: all, one session's, or by id (both filters combine)."""
+    conditions = [memories.c.app_name == app_name, memories.c.user_id == user_id]
+    if session_id is not None:
+        conditions.append(memories.c.session_id == session_id)
+    if memory_ids is None:
+        result = await conn.execute(delete(memories).where(*conditions))
+        return int(result.rowcount)
+    deleted = 0
+    ids = list(memory_ids)
+    for chunk in chunks(ids):
+        result = await conn.execute(delete(memories).where(*conditions, memories.c.id.in_(chunk)))
+        deleted += result.rowcount
+    return deleted

@@ -1,0 +1,167 @@
+"""The reads of a memory search, per dialect (the ranking itself is
+:mod:`adk_sqlstore.search`).
+
+Every statement reads one user's memories only: ``app_name`` and ``user_id`` in the
+WHERE clause, and the user's scope token (``search_scope``) in the index condition, so
+that no other user's postings are read. BM25's parameters are bound (``:k1``, ``:b``).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import bindparam, text
+from sqlalchemy.sql.elements import TextClause
+
+__all__ = [
+    "MEMORY_ROWS",
+    "MEMORY_STATS",
+    "PG_CANDIDATES",
+    "PG_COMMON_LEXEMES",
+    "PG_LEXEMES",
+    "PG_TERM_COUNTS",
+    "fts5_match",
+    "pg_best",
+    "sqlite_rank",
+    "sqlite_term_counts",
+    "tsquery_lexeme",
+]
+
+MEMORY_ROWS = text(
+    "SELECT pk, id, session_id, event_id, author, timestamp, content, custom_metadata"
+    " FROM sqlstore_memories WHERE app_name = :app_name AND user_id = :user_id"
+    " AND pk IN :pks"
+).bindparams(bindparam("pks", expanding=True))
+"""The memories with row keys ``:pks`` (what a search returns)."""
+
+MEMORY_STATS = text(
+    "SELECT doc_count, lexeme_count FROM sqlstore_memory_stats"
+    " WHERE app_name = :app_name AND user_id = :user_id"
+)
+"""The user's number of memories and their total length (BM25's N and avgdl)."""
+
+
+# -- PostgreSQL ---------------------------------------------------------------------------
+
+
+def tsquery_lexeme(term: str) -> str:
+    """A lexeme as tsquery text: quoted, so that no character is query syntax."""
+    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+PG_LEXEMES = text("SELECT DISTINCT lexeme FROM unnest(to_tsvector('english'::regconfig, :query))")
+"""The query's lexemes (PostgreSQL's english stemmer, stop words dropped)."""
+
+PG_TERM_COUNTS = text(r"""
+SELECT t.term, (
+    SELECT count(*) FROM (
+        SELECT 1 FROM sqlstore_memories m
+        WHERE m.app_name = :app_name AND m.user_id = :user_id
+          AND m.search_scope = :search_scope
+          AND m.search_vector @@ CAST(
+              '''' || replace(replace(t.term, '\', '\\'), '''', '''''') || '''' AS tsquery)
+        LIMIT :cap
+    ) AS hits
+) AS df
+FROM unnest(CAST(:terms AS TEXT[])) AS t(term)
+""")
+"""Each of ``:terms`` with the number of the user's memories holding it, counted up to
+``:cap`` (the GIN index holds the scope token: only the user's postings are read)."""
+
+PG_COMMON_LEXEMES = text(
+    "SELECT CAST(CAST(s.most_common_elems AS TEXT) AS TEXT[]), s.most_common_elem_freqs"
+    " FROM pg_stats s WHERE s.tablename = 'sqlstore_memories' AND s.attname = 'search_vector'"
+    # the table the search_path resolves to, not a namesake in another schema
+    " AND s.schemaname = (SELECT n.nspname FROM pg_class c JOIN pg_namespace n"
+    " ON n.oid = c.relnamespace WHERE c.oid = CAST('sqlstore_memories' AS regclass))"
+)
+"""The commonest lexemes of the search column and their share of rows (kept by
+ANALYZE)."""
+
+PG_CANDIDATES = text("""
+SELECT m.pk, m.timestamp, length(m.search_vector) AS dl,
+       ARRAY(SELECT m.search_vector @@ CAST(x.q AS tsquery)
+             FROM unnest(CAST(:all_terms AS TEXT[])) WITH ORDINALITY AS x(q, i)
+             ORDER BY x.i) AS flags
+FROM sqlstore_memories m
+WHERE m.app_name = :app_name AND m.user_id = :user_id AND m.search_scope = :search_scope
+  AND m.search_vector @@ CAST(:wanted AS tsquery)
+""")
+"""Every memory of the user holding a ``:wanted`` lexeme, with its length and a flag
+per lexeme of ``:all_terms``."""
+
+_PG_BEST = """
+SELECT score, m.timestamp, m.pk
+FROM sqlstore_memories m,
+LATERAL (
+    SELECT (
+        SELECT sum(x.idf) FROM unnest(CAST(:all_terms AS TEXT[]), CAST(:idfs AS FLOAT8[]))
+            AS x(q, idf)
+        WHERE m.search_vector @@ CAST(x.q AS tsquery)
+    ) * (CAST(:k1 AS FLOAT8) + 1)
+    / (1 + CAST(:k1 AS FLOAT8) * (1 - CAST(:b AS FLOAT8)
+       + CAST(:b AS FLOAT8) * length(m.search_vector) / CAST(:avgdl AS FLOAT8))) AS score
+) AS s
+WHERE m.app_name = :app_name AND m.user_id = :user_id AND m.search_scope = :search_scope
+  AND m.search_vector @@ CAST(:wanted AS tsquery) {seen}
+ORDER BY score DESC, m.timestamp DESC, m.pk DESC
+LIMIT :limit
+"""
+_PG_BEST_STATEMENTS = {
+    seen: text(_PG_BEST.format(seen=seen))
+    for seen in ("", "AND NOT m.search_vector @@ CAST(:seen AS tsquery)")
+}
+
+
+def pg_best(*, excluding_seen: bool) -> TextClause:
+    """The best ``:limit`` of the user's memories holding a ``:wanted`` lexeme (and,
+    ``excluding_seen``, none of ``:seen``), scored by BM25 over ``:all_terms`` with
+    weights ``:idfs``, best first (ties: the more recent, then the later row)."""
+    return _PG_BEST_STATEMENTS[
+        "AND NOT m.search_vector @@ CAST(:seen AS tsquery)" if excluding_seen else ""
+    ]
+
+
+# -- SQLite (FTS5) ------------------------------------------------------------------------
+
+
+def _fts5_string(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def fts5_match(scope: str, term: str) -> str:
+    """An FTS5 MATCH expression for ``term`` among the rows of one user's scope token
+    (both quoted: no character is query syntax)."""
+    return f"search_scope : {_fts5_string(scope)} AND text : {_fts5_string(term)}"
+
+
+def sqlite_term_counts(terms: int) -> TextClause:
+    """Rows ``(i, df)`` for ``terms`` MATCH expressions bound as ``:m0``, ``:m1``, ...
+    (at most 500 in one compound statement)."""
+    return text(
+        " UNION ALL ".join(
+            f"SELECT {i}, count(*) FROM sqlstore_memories_fts"
+            f" WHERE sqlstore_memories_fts MATCH :m{i}"
+            for i in range(terms)
+        )
+    )
+
+
+def sqlite_rank(terms: int) -> TextClause:
+    """The best ``:limit`` memories of the user matching any of ``terms`` MATCH
+    expressions ``:m0``... with weights ``:w0``..., scored by BM25 (``:k1``, ``:b``,
+    ``:avgdl``), as rows ``(score, timestamp, pk)`` best first."""
+    hits = " UNION ALL ".join(
+        f"SELECT rowid AS pk, :w{i} AS w FROM sqlstore_memories_fts"
+        f" WHERE sqlstore_memories_fts MATCH :m{i}"
+        for i in range(terms)
+    )
+    return text(f"""
+        WITH hits AS ({hits})
+        SELECT sum(hits.w) * (:k1 + 1)
+               / (1 + :k1 * (1 - :b + :b * m.token_count / :avgdl))
+               AS score, m.timestamp, m.pk
+        FROM hits JOIN sqlstore_memories m ON m.pk = hits.pk
+        WHERE m.app_name = :app_name AND m.user_id = :user_id
+        GROUP BY m.pk
+        ORDER BY score DESC, m.timestamp DESC, m.pk DESC
+        LIMIT :limit
+    """)

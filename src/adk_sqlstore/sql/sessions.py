@@ -1,0 +1,325 @@
+"""Statements on sessions, events and the three state scopes (SQLAlchemy Core).
+
+State is stored one key per row, values as JSON text, so that writers of different
+keys never overwrite each other; :mod:`adk_sqlstore.state` splits and merges scopes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, delete, insert, literal, select, tuple_, union_all
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..schema import app_state, events, memory_ingestions, session_state, sessions, user_state
+from .constructs import chunks, upsert
+
+__all__ = [
+    "ScopeStates",
+    "SessionRow",
+    "delete_session",
+    "insert_events",
+    "insert_session",
+    "list_sessions",
+    "load_app_state",
+    "load_session",
+    "load_states",
+    "load_user_states",
+    "lock_session",
+    "session_key",
+    "session_revision",
+    "write_state",
+]
+
+
+@dataclass
+class SessionRow:
+    """A stored session's row: its address, ``revision`` (appends so far),
+    ``update_time`` (seconds since the epoch, UTC) and ``incarnation`` (which creation
+    of the address it is)."""
+
+    app_name: str
+    user_id: str
+    id: str
+    revision: int
+    update_time: float
+    incarnation: str
+
+
+@dataclass
+class ScopeStates:
+    """Decoded state of the three scopes, un-prefixed keys."""
+
+    app: dict[str, Any]
+    user: dict[str, Any]
+    session: dict[str, Any]
+
+
+def session_key(app_name: str, user_id: str, session_id: str) -> ColumnElement[bool]:
+    return and_(
+        sessions.c.app_name == app_name,
+        sessions.c.user_id == user_id,
+        sessions.c.id == session_id,
+    )
+
+
+async def insert_session(
+    conn: AsyncConnection,
+    *,
+    app_name: str,
+    user_id: str,
+    session_id: str,
+    create_time: float,
+    update_time: float,
+    incarnation: str,
+    revision: int = 0,
+) -> None:
+    """Insert a session row; raises ``sqlalchemy.exc.IntegrityError`` if it exists."""
+    await conn.execute(
+        insert(sessions).values(
+            app_name=app_name,
+            user_id=user_id,
+            id=session_id,
+            revision=revision,
+            create_time=create_time,
+            update_time=update_time,
+            incarnation=incarnation,
+        )
+    )
+
+
+async def session_revision(
+    conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str
+) -> int | None:
+    """The stored revision, or ``None`` when the session does not exist."""
+    result = await conn.execute(
+        select(sessions.c.revision).where(session_key(app_name, user_id, session_id))
+    )
+    revision: int | None = result.scalar_one_or_none()
+    return revision
+
+
+async def insert_events(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert many event rows (columns of ``sqlstore_events``) in batches."""
+    for chunk in chunks(rows):
+        await conn.execute(insert(events), list(chunk))
+
+
+async def write_state(
+    conn: AsyncConnection,
+    *,
+    app_name: str,
+    user_id: str,
+    session_id: str,
+    app: Mapping[str, str],
+    user: Mapping[str, str],
+    session: Mapping[str, str],
+    now: float,
+) -> None:
+    """Upsert state keys, each value already encoded as JSON text.
+
+    One key is one row, so writers of different keys never overwrite each other.
+    Keys are written in sorted order, session then user then app, so that two
+    transactions touching the same rows lock them in the same order.
+    """
+    dialect = conn.dialect
+    rows: list[dict[str, Any]]
+    if session:
+        rows = [
+            {
+                "app_name": app_name,
+                "user_id": user_id,
+                "session_id": session_id,
+                "key": k,
+                "value": session[k],
+            }
+            for k in sorted(session)
+        ]
+        stmt = upsert(
+            dialect,
+            session_state,
+            key=("app_name", "user_id", "session_id", "key"),
+            update=("value",),
+        )
+        await conn.execute(stmt, rows)
+    if user:
+        rows = [
+            {
+                "app_name": app_name,
+                "user_id": user_id,
+                "key": k,
+                "value": user[k],
+                "update_time": now,
+            }
+            for k in sorted(user)
+        ]
+        stmt = upsert(
+            dialect, user_state, key=("app_name", "user_id", "key"), update=("value", "update_time")
+        )
+        await conn.execute(stmt, rows)
+    if app:
+        rows = [
+            {"app_name": app_name, "key": k, "value": app[k], "update_time": now}
+            for k in sorted(app)
+        ]
+        stmt = upsert(dialect, app_state, key=("app_name", "key"), update=("value", "update_time"))
+        await conn.execute(stmt, rows)
+
+
+async def load_session(
+    conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str
+) -> SessionRow | None:
+    """The session row, or ``None``."""
+    result = await conn.execute(
+        select(sessions.c.revision, sessions.c.update_time, sessions.c.incarnation).where(
+            session_key(app_name, user_id, session_id)
+        )
+    )
+    row = result.first()
+    if row is None:
+        return None
+    return SessionRow(app_name, user_id, session_id, row.revision, row.update_time, row.incarnation)
+
+
+async def lock_session(
+    conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str
+) -> tuple[str, int] | None:
+    """The stored (incarnation, revision) of a session, its row locked against appends
+    and deletion until the transaction ends (PostgreSQL: FOR SHARE; SQLite: the
+    caller's write transaction); ``None`` when the session does not exist."""
+    result = await conn.execute(
+        select(sessions.c.incarnation, sessions.c.revision)
+        .where(session_key(app_name, user_id, session_id))
+        .with_for_update(read=True)
+    )
+    row = result.first()
+    return None if row is None else (str(row.incarnation), int(row.revision))
+
+
+async def load_states(
+    conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str
+) -> ScopeStates:
+    """App, user and session state in one round trip."""
+    stmt = union_all(
+        select(literal(0).label("scope"), app_state.c.key, app_state.c.value).where(
+            app_state.c.app_name == app_name
+        ),
+        select(literal(1).label("scope"), user_state.c.key, user_state.c.value).where(
+            user_state.c.app_name == app_name, user_state.c.user_id == user_id
+        ),
+        select(literal(2).label("scope"), session_state.c.key, session_state.c.value).where(
+            session_state.c.app_name == app_name,
+            session_state.c.user_id == user_id,
+            session_state.c.session_id == session_id,
+        ),
+    )
+    states = ScopeStates({}, {}, {})
+    scopes = (states.app, states.user, states.session)
+    for scope, key, value in (await conn.execute(stmt)).all():
+        scopes[scope][key] = json.loads(value)
+    return states
+
+
+async def load_app_state(conn: AsyncConnection, *, app_name: str) -> dict[str, Any]:
+    """The app's state, un-prefixed keys."""
+    stmt = select(app_state.c.key, app_state.c.value).where(app_state.c.app_name == app_name)
+    return {key: json.loads(value) for key, value in (await conn.execute(stmt)).all()}
+
+
+async def load_user_states(
+    conn: AsyncConnection,
+    *,
+    app_name: str,
+    user_id: str | None,
+    user_ids: Iterable[str] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """User state by user id: of one user, of the users in ``user_ids``, or of every
+    user of the app (both ``None``)."""
+    stmt = select(user_state.c.user_id, user_state.c.key, user_state.c.value).where(
+        user_state.c.app_name == app_name
+    )
+    if user_id is not None:
+        stmt = stmt.where(user_state.c.user_id == user_id)
+    statements = [stmt]
+    if user_ids is not None:
+        wanted = sorted(user_ids)
+        statements = [stmt.where(user_state.c.user_id.in_(chunk)) for chunk in chunks(wanted)]
+    users: dict[str, dict[str, Any]] = {}
+    for statement in statements:
+        for uid, key, value in (await conn.execute(statement)).all():
+            users.setdefault(uid, {})[key] = json.loads(value)
+    return users
+
+
+async def list_sessions(
+    conn: AsyncConnection,
+    *,
+    app_name: str,
+    user_id: str | None,
+    after: tuple[float, str, str] | None = None,
+    limit: int | None = None,
+) -> tuple[list[SessionRow], dict[tuple[str, str], dict[str, Any]]]:
+    """Session rows ordered by (update_time, user_id, id), and their session state.
+
+    Args:
+        after: keyset pagination: only rows after this (update_time, user_id, id).
+        limit: at most this many rows; their session state only is read.
+    """
+    stmt = select(
+        sessions.c.user_id,
+        sessions.c.id,
+        sessions.c.revision,
+        sessions.c.update_time,
+        sessions.c.incarnation,
+    ).where(sessions.c.app_name == app_name)
+    if user_id is not None:
+        stmt = stmt.where(sessions.c.user_id == user_id)
+    if after is not None:
+        stmt = stmt.where(tuple_(sessions.c.update_time, sessions.c.user_id, sessions.c.id) > after)
+    stmt = stmt.order_by(sessions.c.update_time, sessions.c.user_id, sessions.c.id)
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    rows = [
+        SessionRow(app_name, uid, sid, revision, update_time, incarnation)
+        for uid, sid, revision, update_time, incarnation in (await conn.execute(stmt)).all()
+    ]
+    state_stmt = select(
+        session_state.c.user_id,
+        session_state.c.session_id,
+        session_state.c.key,
+        session_state.c.value,
+    ).where(session_state.c.app_name == app_name)
+    if user_id is not None:
+        state_stmt = state_stmt.where(session_state.c.user_id == user_id)
+    states: dict[tuple[str, str], dict[str, Any]] = {}
+    statements: list[Any] = [state_stmt]
+    if limit is not None:  # one page: the state of its sessions only
+        pair = tuple_(session_state.c.user_id, session_state.c.session_id)
+        statements = [
+            state_stmt.where(pair.in_(chunk))
+            for chunk in chunks([(row.user_id, row.id) for row in rows])
+        ]
+    for statement in statements:
+        for uid, sid, key, value in (await conn.execute(statement)).all():
+            states.setdefault((uid, sid), {})[key] = json.loads(value)
+    return rows, states
+
+
+async def delete_session(
+    conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str
+) -> bool:
+    """Delete a session with its events, session state and ingestion record (its
+    memories stay: they are the user's); True if it existed."""
+    for table in (events, session_state, memory_ingestions):
+        await conn.execute(
+            delete(table).where(
+                table.c.app_name == app_name,
+                table.c.user_id == user_id,
+                table.c.session_id == session_id,
+            )
+        )
+    result = await conn.execute(delete(sessions).where(session_key(app_name, user_id, session_id)))
+    return bool(result.rowcount)
