@@ -167,49 +167,34 @@ async def run_turn(
     invocation_id = f"e-{uuid.uuid4()}"
     tick = iter(range(1000))
 
-    def at() -> float:
-        return (clock + timedelta(seconds=2 * next(tick))).timestamp()
-
-    await sessions.append_event(
-        session,
-        user_event := Event(
+    def event(author: str, role: str, *parts: Part, **fields: Any) -> Event:
+        """The turn's next event, two seconds after the one before."""
+        return Event(
             invocation_id=invocation_id,
-            author="user",
-            timestamp=at(),
-            content=Content(role="user", parts=[Part(text=turn.user_text)]),
-        ),
-    )
+            author=author,
+            timestamp=(clock + timedelta(seconds=2 * next(tick))).timestamp(),
+            content=Content(role=role, parts=list(parts)),
+            **fields,
+        )
+
+    user_event = event("user", "user", Part(text=turn.user_text))
+    await sessions.append_event(session, user_event)
     transcript.event(user_event)
     results: dict[str, dict[str, Any]] = {}
     for name, args in turn.calls:
         call_id = f"adk-{uuid.uuid4()}"
-        call = Event(
-            invocation_id=invocation_id,
-            author=AGENT,
-            timestamp=at(),
-            content=Content(
-                role="model",
-                parts=[Part(function_call=FunctionCall(id=call_id, name=name, args=args))],
-            ),
+        call = event(
+            AGENT, "model", Part(function_call=FunctionCall(id=call_id, name=name, args=args))
         )
         await sessions.append_event(session, call)
         transcript.event(call)
         ctx = ToolContext(session, memory, {TEMP_PREFIX + "request_id": invocation_id})
         results[name] = await TOOLS[name](ctx, **args)
-        response = Event(
-            invocation_id=invocation_id,
-            author=AGENT,
-            timestamp=at(),
-            content=Content(
-                role="user",
-                parts=[
-                    Part(
-                        function_response=FunctionResponse(
-                            id=call_id, name=name, response=results[name]
-                        )
-                    )
-                ],
-            ),
+        answer = FunctionResponse(id=call_id, name=name, response=results[name])
+        response = event(
+            AGENT,
+            "user",
+            Part(function_response=answer),
             actions=EventActions(state_delta=ctx.delta),
         )
         await sessions.append_event(session, response)
@@ -220,13 +205,8 @@ async def run_turn(
                 " never leave the invocation)"
             )
         transcript.event(response, note if ctx.delta.keys() - {TEMP_PREFIX + "request_id"} else "")
-    reply = Event(
-        invocation_id=invocation_id,
-        author=AGENT,
-        timestamp=at(),
-        turn_complete=True,
-        content=Content(role="model", parts=[Part(text=turn.reply(session.state, results))]),
-    )
+    text = turn.reply(session.state, results)
+    reply = event(AGENT, "model", Part(text=text), turn_complete=True)
     await sessions.append_event(session, reply)
     transcript.event(reply)
 

@@ -210,12 +210,32 @@ def normalize_url(url: str | URL) -> URL:
     if isinstance(url, str):
         if _is_service_default(url):
             return resolve_url(url).url
-        url, _ = _split_options(url)
-    if isinstance(url, str) and url.startswith("postgres://"):
+        url = _spelled(_split_options(url)[0])
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
+        raise ConfigurationError(_why_invalid(str(url))) from None
+    backend, driver = parsed.get_backend_name(), _driver(parsed)
+    if backend == "postgresql":
+        parsed = _asyncpg_query(parsed)
+    if parsed.get_driver_name() != driver:
+        parsed = parsed.set(drivername=f"{backend}+{driver}")
+    split_settings(parsed)  # a setting's value is checked here, before any connection
+    return parsed
+
+
+def _spelled(url: str) -> str:
+    """``url`` with ``postgres://`` as ``postgresql://`` and libpq's several hosts in
+    the query, after the checks that need its text.
+
+    Raises:
+        ConfigurationError: no scheme, or more than one ``@``.
+    """
+    if url.startswith("postgres://"):
         url = "postgresql://" + url[len("postgres://") :]
-    if isinstance(url, str) and url.startswith("postgresql"):
+    if url.startswith("postgresql"):
         url = _multihost(url)
-    if isinstance(url, str) and "://" not in url:
+    if "://" not in url:
         shown = repr(url) if "@" not in url else "(hidden: it may hold a password)"
         if url.startswith("sqlite:"):
             raise ConfigurationError(
@@ -226,15 +246,20 @@ def normalize_url(url: str | URL) -> URL:
             f"database URL {shown} has no scheme: use postgresql://user@host/db or"
             " sqlite:///path/to.db"
         )
-    if isinstance(url, str) and not url.startswith("sqlite") and url.count("@") > 1:
+    if not url.startswith("sqlite") and url.count("@") > 1:
         raise ConfigurationError(
             f"database URL {redact_url(url)!r} has more than one '@': percent-encode '@' in"
             " user names and passwords as %40 (and ':' '/' '?' '#' '%' and spaces too)"
         )
-    try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
-        raise ConfigurationError(_why_invalid(str(url))) from None
+    return url
+
+
+def _driver(parsed: URL) -> str:
+    """The asyncio driver for a parsed URL.
+
+    Raises:
+        ConfigurationError: another database, a host on an SQLite URL, or a bad port.
+    """
     backend = parsed.get_backend_name()
     driver = _ASYNC_DRIVERS.get(backend)
     if driver is None and backend.startswith(SERVICE_SCHEME):
@@ -259,12 +284,7 @@ def normalize_url(url: str | URL) -> URL:
         port = -1
     if port is not None and not 0 < port < 65536:
         raise ConfigurationError(f"database URL {redact_url(parsed)!r} has no valid port (1-65535)")
-    if backend == "postgresql":
-        parsed = _asyncpg_query(parsed)
-    if parsed.get_driver_name() != driver:
-        parsed = parsed.set(drivername=f"{backend}+{driver}")
-    split_settings(parsed)  # a setting's value is checked here, before any connection
-    return parsed
+    return driver
 
 
 def _why_invalid(url: str) -> str:

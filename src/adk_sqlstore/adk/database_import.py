@@ -347,18 +347,16 @@ async def import_adk_database(
         raise ValueError("an import that is not a dry run needs a target")
     reader = await _reader(source)
     report = ImportReport()
+    writing = None if dry_run else target
     async with AsyncSession(source) as db:
         async for key in _session_keys(db, reader):
             session = await reader.session(db, key)
             if session is None:
                 continue
-            if dry_run or target is None:
-                exists = target and await target.core.get_session(
-                    app_name=key[0], user_id=key[1], session_id=key[2], config=_NO_EVENTS
-                )
-                written = replace or exists is None
+            if writing is not None:
+                written = await writing.import_session(session, replace=replace)
             else:
-                written = await target.import_session(session, replace=replace)
+                written = replace or not await _exists(target, key)
             if written:
                 report.sessions += 1
                 report.events += len(session.events)
@@ -366,20 +364,42 @@ async def import_adk_database(
                 report.skipped += 1
             if on_session is not None:
                 on_session(session, written)
-        for stmt in (reader.app_states, reader.user_states):
-            async for row in await db.stream(stmt.execution_options(yield_per=_BATCH)):
-                values = row._mapping
-                user_id = values.get("user_id")  # None: an app state row
-                state = reader.state(values["state"])
-                keys = (
-                    len(state)
-                    if dry_run or target is None
-                    else await target.core.import_state(
-                        app_name=values["app_name"], user_id=user_id, state=state, replace=replace
-                    )
-                )
-                if user_id is None:
-                    report.app_state_keys += keys
-                else:
-                    report.user_state_keys += keys
+        await _copy_state(db, reader, writing, report, replace=replace)
     return report
+
+
+async def _exists(target: SqlSessionService | None, key: _Key) -> bool:
+    """Whether the target holds the session ``key`` (``None``: a target holding nothing)."""
+    if target is None:
+        return False
+    found = await target.core.get_session(
+        app_name=key[0], user_id=key[1], session_id=key[2], config=_NO_EVENTS
+    )
+    return found is not None
+
+
+async def _copy_state(
+    db: AsyncSession,
+    reader: _Reader,
+    target: SqlSessionService | None,
+    report: ImportReport,
+    *,
+    replace: bool,
+) -> None:
+    """Copy (``target`` None: count) the app and user state rows, in batches."""
+    for stmt in (reader.app_states, reader.user_states):
+        async for row in await db.stream(stmt.execution_options(yield_per=_BATCH)):
+            values = row._mapping  # SQLAlchemy's public name for a row's mapping view
+            user_id = values.get("user_id")  # None: an app state row
+            state = reader.state(values["state"])
+            keys = (
+                len(state)
+                if target is None
+                else await target.core.import_state(
+                    app_name=values["app_name"], user_id=user_id, state=state, replace=replace
+                )
+            )
+            if user_id is None:
+                report.app_state_keys += keys
+            else:
+                report.user_state_keys += keys

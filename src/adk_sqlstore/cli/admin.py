@@ -10,17 +10,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from .. import migration
 from ..engine import create_engine
-from ..errors import AdkSqlStoreError, SchemaNotMigratedError
-from ..failures import database_errors, driver_error
+from ..errors import AdkSqlStoreError
+from ..failures import database_errors
 from ..sessions import PruneReport, SqlSessionService
-from ..urls import resolve_url, sqlite_path
-from .common import AppOption, UrlOption, app, consoles, database, error, run_command
+from ..urls import resolve_url
+from .common import AppOption, UrlOption, app, consoles, database, error, progress_bar, run_command
 
-__all__ = ["demo", "forget_user", "import_adk", "migrate", "prune", "services_yaml"]
+__all__ = ["demo", "forget_user", "migrate", "prune", "services_yaml"]
 
 
 @app.command()
@@ -104,30 +103,33 @@ def _counts(report: PruneReport) -> str:
     return ", ".join(parts)
 
 
+OlderThanOption = Annotated[
+    str,
+    typer.Option(
+        "--older-than",
+        metavar="AGE",
+        help="Delete sessions not updated for this long: 90d, 12h, 30m, 45s, 2w.",
+    ),
+]
+DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Only count what would be deleted.")]
+MemoriesOption = Annotated[
+    bool, typer.Option("--memories", help="Also delete the memories made from them.")
+]
+OnlyAppOption = Annotated[str | None, typer.Option("--app", metavar="APP", help="Only this app.")]
+BatchOption = Annotated[
+    int, typer.Option(metavar="N", min=1, max=100_000, help="Sessions deleted per transaction.")
+]
+YesOption = Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")]
+
+
 @app.command()
 def prune(
-    older_than: Annotated[
-        str,
-        typer.Option(
-            "--older-than",
-            metavar="AGE",
-            help="Delete sessions not updated for this long: 90d, 12h, 30m, 45s, 2w.",
-        ),
-    ],
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Only count what would be deleted.")
-    ] = False,
-    with_memories: Annotated[
-        bool, typer.Option("--memories", help="Also delete the memories made from them.")
-    ] = False,
-    app_name: Annotated[
-        str | None, typer.Option("--app", metavar="APP", help="Only this app.")
-    ] = None,
-    batch_size: Annotated[
-        int,
-        typer.Option(metavar="N", min=1, max=100_000, help="Sessions deleted per transaction."),
-    ] = 1000,
-    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+    older_than: OlderThanOption,
+    dry_run: DryRunOption = False,
+    with_memories: MemoriesOption = False,
+    app_name: OnlyAppOption = None,
+    batch_size: BatchOption = 1000,
+    yes: YesOption = False,
     url: UrlOption = None,
 ) -> None:
     """Delete old sessions with their events (a retention policy; suits cron).
@@ -135,8 +137,7 @@ def prune(
     Sessions not updated for AGE go, with their events and session state, in batches
     of whole sessions. User and app state stay; so do memories unless --memories.
     """
-    age = _age(older_than)
-    url = database(url)
+    age, url = _age(older_than), database(url)
 
     async def count() -> PruneReport:
         async with SqlSessionService.from_url(url) as service:
@@ -153,15 +154,9 @@ def prune(
     if not yes:
         typer.confirm(f"Delete {_counts(planned)} not updated since {since}?", abort=True)
 
-    async def run() -> PruneReport:
+    async def delete() -> PruneReport:
         async with SqlSessionService.from_url(url) as service:
-            with Progress(
-                TextColumn("pruning"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("sessions"),
-                console=consoles.out,
-            ) as progress:
+            with progress_bar("pruning", "sessions") as progress:
                 task = progress.add_task("prune", total=planned.sessions)
                 return await service.prune(
                     older_than=time.time() - planned.cutoff,  # the cutoff confirmed
@@ -171,110 +166,8 @@ def prune(
                     on_batch=lambda batch: progress.update(task, advance=batch.sessions),
                 )
 
-    done = run_command(run())
+    done = run_command(delete())
     consoles.out.print(f"deleted {_counts(done)} (not updated since {since})")
-
-
-@app.command("import-adk")
-def import_adk(
-    source: Annotated[
-        str,
-        typer.Option(
-            "--source",
-            metavar="URL",
-            help="The database of ADK's DatabaseSessionService (schema v1, SQLite or"
-            " PostgreSQL) or SqliteSessionService (e.g. adk web's"
-            " sqlite:///agents/my_agent/.adk/session.db); detected, only read.",
-        ),
-    ],
-    target: Annotated[
-        str | None,
-        typer.Option(
-            "--target",
-            metavar="URL",
-            help="The adk-sqlstore database. Default: $ADK_SQLSTORE_DATABASE_URL, else the"
-            " embedded SQLite file.",
-            show_default=False,
-        ),
-    ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Read and count everything, write nothing.")
-    ] = False,
-    replace: Annotated[
-        bool, typer.Option("--replace", help="Overwrite sessions and state keys that exist.")
-    ] = False,
-) -> None:
-    """Copy sessions, events, user state and app state from ADK's DatabaseSessionService
-    or SqliteSessionService.
-
-    Either database layout is detected from its tables. One transaction per session;
-    sessions already imported are skipped, so running it twice changes nothing. ADK's
-    old pickled schema is refused. Needs the adk extra.
-    """
-    try:
-        from ..adk import SqlSessionService as AdkSqlSessionService
-        from ..adk.database_import import (
-            ImportReport,
-            count_sessions,
-            import_adk_database,
-            open_source,
-        )
-    except ImportError as exc:
-        error(str(exc))
-        raise typer.Exit(1) from None
-    target = database(target, must_exist=False)
-
-    async def existing_target() -> AdkSqlSessionService | None:
-        """The target as it is, for a dry run: ``None`` when it holds nothing yet (no
-        file, or not migrated); never created or migrated."""
-        path = sqlite_path(resolve_url(target).url)
-        if path is not None and not path.exists():
-            return None
-        store = AdkSqlSessionService(target, auto_migrate=False)
-        try:
-            await store.core.ensure_schema()
-        except SchemaNotMigratedError:
-            await store.close()
-            return None
-        return store
-
-    async def run() -> ImportReport:
-        engine = open_source(source)
-        store = await existing_target() if dry_run else AdkSqlSessionService(target)
-        try:
-            total = await count_sessions(engine)
-            with Progress(
-                TextColumn("dry run" if dry_run else "importing"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("sessions"),
-                console=consoles.out,
-            ) as progress:
-                task = progress.add_task("import", total=total)
-                return await import_adk_database(
-                    engine,
-                    store,
-                    replace=replace,
-                    dry_run=dry_run,
-                    on_session=lambda s, written: progress.advance(task),
-                )
-        except Exception as exc:  # the source's failures, typed like the store's
-            typed = driver_error(engine, exc)
-            if typed is None:
-                raise
-            raise typed from exc
-        finally:
-            await engine.dispose()
-            if store is not None:
-                await store.close()
-
-    report = run_command(run())
-    verb = "would copy" if dry_run else "copied"
-    consoles.out.print(
-        f"{verb} {report.sessions} session(s) with {report.events} event(s),"
-        f" {report.user_state_keys} user state key(s), {report.app_state_keys} app state"
-        f" key(s); {report.skipped} session(s) already there, skipped"
-    )
 
 
 @app.command("services-yaml")

@@ -14,6 +14,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.text import Text
 
 from ..console import make_console
@@ -29,6 +30,7 @@ __all__ = [
     "error",
     "make_console",
     "memory_app",
+    "progress_bar",
     "run_command",
     "sessions_app",
     "when",
@@ -141,3 +143,11 @@ def when(ts: float) -> str:
         return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     except (OverflowError, OSError, ValueError):  # outside the years 1-9999
         return f"{ts!r} s"
+
+
+def progress_bar(verb: str, unit: str) -> Progress:
+    """A progress bar on standard output: ``verb [=====] 3/10 unit`` (``unit`` may name
+    a task's fields, ``{task.fields[events]}``)."""
+    return Progress(
+        TextColumn(verb), BarColumn(), MofNCompleteColumn(), TextColumn(unit), console=consoles.out
+    )

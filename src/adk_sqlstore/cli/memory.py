@@ -7,11 +7,19 @@ from datetime import timedelta
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from ..memory import IngestReport, SqlMemoryService
-from .common import AppOption, UrlOption, consoles, database, error, memory_app, run_command
+from .common import (
+    AppOption,
+    UrlOption,
+    consoles,
+    database,
+    error,
+    memory_app,
+    progress_bar,
+    run_command,
+)
 
 __all__ = ["memory_ingest_idle", "memory_search"]
 
@@ -87,13 +95,7 @@ def memory_ingest_idle(
         idle_for = timedelta(minutes=idle_minutes)
         async with SqlMemoryService.from_url(database(url)) as memory:
             pending = await memory.count_idle_sessions(idle_for=idle_for, app_name=app_name)
-            with Progress(
-                TextColumn("ingesting"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("sessions, {task.fields[events]} events"),
-                console=consoles.out,
-            ) as progress:
+            with progress_bar("ingesting", "sessions, {task.fields[events]} events") as progress:
                 task = progress.add_task("ingest", total=pending, events=0)
 
                 def advance(report: IngestReport) -> None:
