@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import sys
 
+__all__ = ["main"]
+
 
 def main() -> None:
     """Run the command line; Ctrl-C at any point exits with status 130 and one line."""

@@ -45,6 +45,26 @@ from .sessions import SqlSessionService
 from .state import TEMP_PREFIX, USER_PREFIX
 from .urls import DATABASE_URL_ENV, describe_url, resolve_url
 
+__all__ = [
+    "AGENT",
+    "APP_NAME",
+    "MEMORY_QUERY",
+    "MONDAY_MESSAGE",
+    "USER_ID",
+    "ScriptedTurn",
+    "ToolContext",
+    "Transcript",
+    "demo_week",
+    "explain",
+    "get_profile",
+    "load_memory",
+    "main",
+    "monday",
+    "remember_diet",
+    "run_turn",
+    "thursday",
+]
+
 APP_NAME = "adk-sqlstore-demo"  # its own app: the demo touches no one else's data
 USER_ID = "user-17"
 AGENT = "lunch_assistant"

@@ -36,6 +36,7 @@ __all__ = [
     "SEARCH_OBJECTS",
     "app_state",
     "events",
+    "include_object",
     "memories",
     "memory_ingestions",
     "memory_stats",

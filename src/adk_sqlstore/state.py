@@ -13,7 +13,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["APP_PREFIX", "TEMP_PREFIX", "USER_PREFIX", "ScopedDelta", "merge_state", "split_delta"]
+__all__ = [
+    "APP_PREFIX",
+    "TEMP_PREFIX",
+    "USER_PREFIX",
+    "ScopedDelta",
+    "drop_temp",
+    "merge_state",
+    "split_delta",
+]
 
 APP_PREFIX = "app:"
 USER_PREFIX = "user:"

@@ -39,7 +39,15 @@ try:
 except ImportError:  # pragma: no cover - exercised without opentelemetry-api
     trace = None  # type: ignore[assignment]
 
-__all__ = ["record_identifiers", "traced"]
+__all__ = [
+    "counted",
+    "events_of",
+    "found",
+    "listed",
+    "one",
+    "record_identifiers",
+    "traced",
+]
 
 P = ParamSpec("P")
 S = TypeVar("S")

@@ -36,10 +36,17 @@ __all__ = [
     "check_age",
     "check_argument",
     "check_count",
+    "check_event_fields",
     "check_identifier",
+    "check_json_value",
     "check_session",
+    "check_size_limit",
     "check_state_delta",
+    "check_state_key",
+    "check_text_field",
+    "check_timestamp",
     "dump_json_value",
+    "json_size",
 ]
 
 DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024
