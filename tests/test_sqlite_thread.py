@@ -1,0 +1,98 @@
+"""SQLite's batches (:mod:`adk_sqlstore.sql.sqlite_thread`): one hop to aiosqlite's
+thread through its private queue when this aiosqlite has it (the versions tested do),
+else the same batch through SQLAlchemy's adapter, with the same results and errors."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from adk_sqlstore import (
+    Event,
+    EventActions,
+    InvalidEventError,
+    MemoryEntry,
+    SqlMemoryService,
+    SqlSessionService,
+    StaleSessionError,
+)
+from adk_sqlstore.sql import sqlite_thread
+
+pytestmark = pytest.mark.sqlite
+
+APP = "batches"
+
+
+async def _workload(url: str) -> dict[str, object]:
+    """Appends (with state in every scope), loads, a stale append, a duplicate event and
+    a forgotten user: every batch the store runs on SQLite."""
+    async with SqlSessionService.from_url(url) as sessions:
+        memory = SqlMemoryService(sessions.store)
+        session = await sessions.create_session(app_name=APP, user_id="u1", session_id="s")
+        stale = await sessions.get_session(app_name=APP, user_id="u1", session_id="s")
+        assert stale is not None
+        for n in range(3):
+            delta = {"n": n, "user:n": n, "app:n": n, "temp:t": n}
+            await sessions.append_event(
+                session,
+                Event(
+                    id=f"e{n}",
+                    author="user",
+                    timestamp=1000.0 + n,
+                    content={"parts": [{"text": f"turn {n} about kayaks"}]},
+                    actions=EventActions(state_delta=delta),
+                ),
+            )
+        with pytest.raises(StaleSessionError):
+            await sessions.append_event(stale, Event(author="user"))
+        with pytest.raises(InvalidEventError, match="already exists"):
+            await sessions.append_event(session, Event(id="e0", author="user"))
+        loaded = await sessions.get_session(app_name=APP, user_id="u1", session_id="s")
+        assert loaded is not None
+        await memory.add_session_to_memory(loaded)
+        await memory.add_memory(
+            app_name=APP, user_id="u2", memories=[MemoryEntry(content={"parts": [{"text": "x"}]})]
+        )
+        found = await memory.search_memory(app_name=APP, user_id="u1", query="kayaks")
+        forgotten = await sessions.forget_user(app_name=APP, user_id="u1")
+        gone = await sessions.get_session(app_name=APP, user_id="u1", session_id="s")
+        return {
+            "state": loaded.state,
+            "events": [(e.id, e.actions.state_delta) for e in loaded.events],
+            "revision": loaded.revision,
+            "found": len(found.memories),
+            "forgotten": forgotten,
+            "gone": gone,
+        }
+
+
+async def test_the_queue_of_this_aiosqlite_is_used(sqlite_url: str) -> None:
+    async with (
+        SqlSessionService.from_url(sqlite_url) as sessions,
+        sessions.engine.connect() as conn,
+    ):
+        raw = await conn.get_raw_connection()
+        assert sqlite_thread._queue(raw.driver_connection) is not None
+
+
+async def test_without_the_queue_the_batches_give_the_same_results(
+    tmp_path: Path, sqlite_template: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    urls = []
+    for name in ("queued.db", "adapted.db"):
+        shutil.copyfile(sqlite_template, tmp_path / name)
+        urls.append(f"sqlite:///{tmp_path / name}")
+    queued = await _workload(urls[0])
+    calls = []
+
+    def no_queue(driver: object) -> None:
+        calls.append(driver)
+
+    monkeypatch.setattr(sqlite_thread, "_queue", no_queue)
+    adapted = await _workload(urls[1])
+    assert calls, "the fallback path ran"
+    assert adapted == queued
+    assert queued["state"] == {"n": 2, "user:n": 2, "app:n": 2}
+    assert queued["revision"] == 3 and queued["found"] == 3 and queued["gone"] is None
