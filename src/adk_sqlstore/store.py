@@ -44,7 +44,7 @@ from .sql.maintenance import Purge, purge_deleted_text, truncate_wal
 from .urls import resolve_url
 from .validation import check_argument
 
-__all__ = ["ClosedOnExit", "Store", "finish_before_cancel", "write_completes"]
+__all__ = ["ClosedOnExit", "OnStore", "Store", "finish_before_cancel", "write_completes"]
 
 logger = logging.getLogger(__name__)
 
@@ -335,3 +335,30 @@ class Store(ClosedOnExit):
             async with _views(self._engine).autocommit.connect() as conn:
                 if await truncate_wal(conn):
                     self._wal_purge_pending = False
+
+
+class OnStore(ClosedOnExit):
+    """A service on a :class:`Store`: its ``store`` and ``engine``, and ``close()``,
+    which closes the store only if the service made it (``from_url``, a URI)."""
+
+    _store: Store
+    _owns_store: bool = False
+
+    def _use_store(self, store: Store, *, owns: bool) -> None:
+        self._store = store
+        self._owns_store = owns
+
+    @property
+    def store(self) -> Store:
+        """The database this service runs on (services may share one)."""
+        return self._store
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The store's engine for the running event loop."""
+        return self._store.engine
+
+    async def close(self) -> None:
+        """Close the store if this service made it; a store passed in is left open."""
+        if self._owns_store:
+            await self._store.close()

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ..memory import IngestReport
 from ..memory import SqlMemoryService as CoreMemoryService
 from ..memory.redaction import Redactor
-from ..store import ClosedOnExit, Store
+from ..store import OnStore, Store
 from ._google import AdkEvent, AdkMemoryEntry, AdkSearchResponse, AdkSession, BaseMemoryService
 from .models import ADK_MODELS, adk_errors, to_adk_entry
 from .uri import store_for_uri
@@ -20,7 +20,7 @@ from .uri import store_for_uri
 __all__ = ["SqlMemoryService"]
 
 
-class SqlMemoryService(BaseMemoryService, ClosedOnExit):
+class SqlMemoryService(BaseMemoryService, OnStore):
     """ADK ``BaseMemoryService`` on PostgreSQL or SQLite, backed by
     :class:`adk_sqlstore.SqlMemoryService` (see it for every behaviour: per-session
     upsert, BM25 search, the card-number filter, ingestion triggers).
@@ -52,12 +52,12 @@ class SqlMemoryService(BaseMemoryService, ClosedOnExit):
     ) -> None:
         given = store if store is not None else engine
         if given is not None:
-            self._store = Store.of(given, auto_migrate=auto_migrate)
+            self._use_store(Store.of(given, auto_migrate=auto_migrate), owns=False)
         else:
-            self._store = store_for_uri(
+            made = store_for_uri(
                 uri, auto_migrate=auto_migrate, kind="memory service", settings=settings
             )
-        self._owns_store = given is None
+            self._use_store(made, owns=True)
         self._core = CoreMemoryService(
             self._store, redactors=redactors, mask_card_numbers=mask_card_numbers, models=ADK_MODELS
         )
@@ -68,24 +68,9 @@ class SqlMemoryService(BaseMemoryService, ClosedOnExit):
         return cls(url, **kwargs)
 
     @property
-    def store(self) -> Store:
-        """The database this service runs on."""
-        return self._store
-
-    @property
-    def engine(self) -> AsyncEngine:
-        """The store's engine for the running event loop."""
-        return self._store.engine
-
-    @property
     def core(self) -> CoreMemoryService:
         """The core service doing the work."""
         return self._core
-
-    async def close(self) -> None:
-        """Close the store if this service created it (from a URI)."""
-        if self._owns_store:
-            await self._store.close()
 
     async def add_session_to_memory(self, session: AdkSession) -> None:
         """See :meth:`adk_sqlstore.SqlMemoryService.add_session_to_memory` (a session

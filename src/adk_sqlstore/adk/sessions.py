@@ -9,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..sessions import AfterAppend
 from ..sessions import SqlSessionService as CoreSessionService
-from ..store import ClosedOnExit, Store
+from ..store import OnStore, Store
 from ..validation import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_STATE_VALUE_BYTES
 from ._google import AdkEvent, AdkGetSessionConfig, AdkSession, BaseSessionService
 from .models import ADK_MODELS, PagedListSessionsResponse, adk_errors
@@ -20,7 +20,7 @@ __all__ = ["SqlSessionService"]
 CoreAdkSessions = CoreSessionService[AdkSession, AdkEvent, PagedListSessionsResponse]
 
 
-class SqlSessionService(BaseSessionService, ClosedOnExit):
+class SqlSessionService(BaseSessionService, OnStore):
     """ADK ``BaseSessionService`` on PostgreSQL or SQLite, backed by
     :class:`adk_sqlstore.SqlSessionService` (see it for every behaviour).
 
@@ -62,12 +62,12 @@ class SqlSessionService(BaseSessionService, ClosedOnExit):
     ) -> None:
         given = store if store is not None else engine
         if given is not None:
-            self._store = Store.of(given, auto_migrate=auto_migrate)
+            self._use_store(Store.of(given, auto_migrate=auto_migrate), owns=False)
         else:
-            self._store = store_for_uri(
+            made = store_for_uri(
                 uri, auto_migrate=auto_migrate, kind="session service", settings=settings
             )
-        self._owns_store = given is None
+            self._use_store(made, owns=True)
         self._core: CoreAdkSessions = CoreSessionService(
             self._store,
             models=ADK_MODELS,
@@ -83,25 +83,10 @@ class SqlSessionService(BaseSessionService, ClosedOnExit):
         return cls(url, **kwargs)
 
     @property
-    def store(self) -> Store:
-        """The database (share it with :class:`~adk_sqlstore.adk.SqlMemoryService`)."""
-        return self._store
-
-    @property
-    def engine(self) -> AsyncEngine:
-        """The store's engine for the running event loop."""
-        return self._store.engine
-
-    @property
     def core(self) -> CoreAdkSessions:
         """The core service doing the work (it returns ADK types here), for what ADK's
         interface lacks: ``prune``, ``import_state``, ``iter_sessions``, ..."""
         return self._core
-
-    async def close(self) -> None:
-        """Close the store if this service created it (from a URI)."""
-        if self._owns_store:
-            await self._store.close()
 
     async def create_session(
         self,

@@ -28,7 +28,7 @@ from ..sessions.codec import CORE_MODELS, SessionCodec, SessionModels
 from ..sessions.reading import read_session, session_key
 from ..sessions.retention import forget_user
 from ..sql import memory as sql
-from ..store import ClosedOnExit, Store, write_completes
+from ..store import OnStore, Store, write_completes
 from ..validation import (
     DEFAULT_MAX_EVENT_BYTES,
     DEFAULT_MAX_STATE_VALUE_BYTES,
@@ -44,7 +44,7 @@ from .rows import MemoryRows, as_models, check_metadata, iso_time, memory_id
 __all__ = ["SqlMemoryService"]
 
 
-class SqlMemoryService(ClosedOnExit):
+class SqlMemoryService(OnStore):
     """Long-term memory for ADK-style agents in PostgreSQL or SQLite.
 
     Follows ADK's ``BaseMemoryService`` (``add_session_to_memory``,
@@ -72,8 +72,7 @@ class SqlMemoryService(ClosedOnExit):
         auto_migrate: bool | None = None,
         models: SessionModels[Any, Any, Any] | None = None,
     ) -> None:
-        self._store = Store.of(store, auto_migrate=auto_migrate)
-        self._owns_store = False
+        self._use_store(Store.of(store, auto_migrate=auto_migrate), owns=False)
         self._rows = MemoryRows(redactors, mask_card_numbers=mask_card_numbers)
         self._codec: SessionCodec[Any, Any, Any] = SessionCodec(
             models if models is not None else CORE_MODELS,
@@ -98,23 +97,8 @@ class SqlMemoryService(ClosedOnExit):
         service = cls(
             store, redactors=redactors, mask_card_numbers=mask_card_numbers, models=models
         )
-        service._owns_store = True
+        service._use_store(store, owns=True)
         return service
-
-    @property
-    def store(self) -> Store:
-        """The database this service runs on."""
-        return self._store
-
-    @property
-    def engine(self) -> AsyncEngine:
-        """The store's engine for the running event loop."""
-        return self._store.engine
-
-    async def close(self) -> None:
-        """Close the store if this service created it (:meth:`from_url`)."""
-        if self._owns_store:
-            await self._store.close()
 
     # -- writing ------------------------------------------------------------------------
 

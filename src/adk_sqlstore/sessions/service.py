@@ -18,7 +18,7 @@ from ..errors import AlreadyExistsError
 from ..models import GetSessionConfigLike, SessionLike
 from ..sql import sessions as sql
 from ..state import merge_state, split_delta
-from ..store import ClosedOnExit, Store, write_completes
+from ..store import OnStore, Store, write_completes
 from ..validation import (
     DEFAULT_MAX_EVENT_BYTES,
     DEFAULT_MAX_STATE_VALUE_BYTES,
@@ -44,7 +44,7 @@ from .retention import PruneReport, forget_user, prune
 __all__ = ["SqlSessionService"]
 
 
-class SqlSessionService(ClosedOnExit, Generic[SessionT, EventT, ListT]):
+class SqlSessionService(OnStore, Generic[SessionT, EventT, ListT]):
     """Sessions, events and scoped state in a SQL database.
 
     Create it with :meth:`from_url` (it then owns and closes its store) or pass a
@@ -97,8 +97,7 @@ class SqlSessionService(ClosedOnExit, Generic[SessionT, EventT, ListT]):
             max_event_bytes=max_event_bytes,
             max_state_value_bytes=max_state_value_bytes,
         )
-        self._store = Store.of(store, auto_migrate=auto_migrate)
-        self._owns_store = False
+        self._use_store(Store.of(store, auto_migrate=auto_migrate), owns=False)
         self._appender = Appender(self._store, self._codec, after_append)
 
     @classmethod
@@ -130,18 +129,8 @@ class SqlSessionService(ClosedOnExit, Generic[SessionT, EventT, ListT]):
             max_event_bytes=max_event_bytes,
             max_state_value_bytes=max_state_value_bytes,
         )
-        service._owns_store = True
+        service._use_store(store, owns=True)
         return service
-
-    @property
-    def store(self) -> Store:
-        """The database this service runs on (share it with a memory service)."""
-        return self._store
-
-    @property
-    def engine(self) -> AsyncEngine:
-        """The store's engine for the running event loop."""
-        return self._store.engine
 
     @property
     def models(self) -> SessionModels[SessionT, EventT, ListT]:
@@ -157,11 +146,6 @@ class SqlSessionService(ClosedOnExit, Generic[SessionT, EventT, ListT]):
         """Check (or migrate) the schema now rather than at the first call; see
         :meth:`adk_sqlstore.Store.ensure_schema`."""
         await self._store.ensure_schema()
-
-    async def close(self) -> None:
-        """Close the store if this service created it (:meth:`from_url`)."""
-        if self._owns_store:
-            await self._store.close()
 
     # -- sessions -----------------------------------------------------------------------
 
