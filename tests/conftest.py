@@ -36,6 +36,7 @@ from adk_sqlstore.engine import create_engine
 from adk_sqlstore.migration import upgrade
 from adk_sqlstore.schema import metadata
 
+from .helpers import LAYERS, Layer, open_layer
 from .pg_cluster import ClusterUnavailable, Pgbouncer, ThrowawayCluster
 
 REPO = Path(__file__).resolve().parents[1]
@@ -252,6 +253,18 @@ def db_url(request: pytest.FixtureRequest) -> str:
 async def service(db_url: str) -> AsyncIterator[SqlSessionService]:
     async with SqlSessionService.from_url(db_url) as svc:
         yield svc
+
+
+@pytest.fixture(params=LAYERS)
+async def layer(request: pytest.FixtureRequest, db_url: str) -> AsyncIterator[Layer]:
+    """The contract suite's fixture: the session and memory services of one API layer
+    (the core services, or the ADK classes) on one database, SQLite or PostgreSQL:
+    four runs of every test that takes it (see :mod:`tests.helpers`). The ADK runs
+    skip where google-adk is not installed (``make test-lowest``)."""
+    if request.param == "adk":
+        pytest.importorskip("google.adk", reason="the ADK layer needs google.adk (adk extra)")
+    async with open_layer(request.param, db_url) as opened:
+        yield opened
 
 
 _POSTGRES_FIXTURES = {"postgres_server", "postgres_factory", "postgres_test_db", "postgres_url"}

@@ -8,25 +8,27 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
 from typer.testing import CliRunner
 
-from adk_sqlstore import Event, SqlSessionService
+from adk_sqlstore import (
+    Event,
+    SchemaNotMigratedError,
+    SqlMemoryService,
+    SqlSessionService,
+)
 from adk_sqlstore.cli import app
+from adk_sqlstore.engine import create_engine
 from adk_sqlstore.migration import HEAD_REVISION
 from adk_sqlstore.sessions.json_files import dump_session, load_session
 from adk_sqlstore.urls import DATABASE_URL_ENV
 
-from .conftest import PostgresFactory, run_sync, shared_data
-
-runner = CliRunner(env={"COLUMNS": "200"})
-
-
-def cli(*args: str) -> str:
-    result = runner.invoke(app, list(args), catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return result.output
+from .conftest import PG_ADMIN_URL, PostgresFactory, pg_url, run_sync, shared_data
+from .helpers import cli, runner
 
 
 def test_migrate_reports_what_it_did(tmp_path: Path) -> None:
@@ -455,3 +457,149 @@ def test_an_unmigrated_database_is_one_error_line(postgres_factory: PostgresFact
         assert done.returncode == 1 and len(lines) == 1, lines
         assert lines[0].startswith("error: the database postgresql://")
         assert "adk-sqlstore migrate --url" in lines[0]
+
+
+# -- moved from test_edges.py
+
+
+async def _odd_ids(url: str) -> None:
+    async with SqlSessionService.from_url(url) as service:
+        memory = SqlMemoryService(service.engine)
+        for user, sid in [
+            ("[bold]x", "[/red]"),
+            ("../../escape", "/tmp/pwned"),
+            ("carol", "same"),
+            ("dave", "same"),
+            ("..", ".."),
+        ]:
+            s = await service.create_session(app_name="cli", user_id=user, session_id=sid)
+            await service.append_event(
+                s, Event(author="[/]", content={"parts": [{"text": f"[red]plum[/red] of {user}"}]})
+            )
+            await memory.add_session_to_memory(s)
+
+
+def test_cli_prints_ids_and_text_verbatim(db_url: str) -> None:
+    run_sync(_odd_ids(db_url))
+    listing = cli("sessions", "list", "--app", "cli", "--url", db_url)
+    assert "[/red]" in listing and "[bold]x" in listing
+    shown = cli("sessions", "show", "[/red]", "--app", "cli", "--user", "[bold]x", "--url", db_url)
+    assert "[red]plum[/red] of [bold]x" in shown and "[/]" in shown
+    found = cli(
+        "memory", "search", "[/x] plum", "--app", "cli", "--user", "[bold]x", "--url", db_url
+    )
+    assert "[red]plum[/red]" in found and "[/x] plum" in found
+    missing = cli(
+        "sessions", "show", "nope", "--app", "[/]", "--user", "[/]", "--url", db_url, code=1
+    )
+    assert "no session 'nope'" in missing
+    forgot = cli("forget-user", "--app", "cli", "--user", "[bold]x", "--yes", "--url", db_url)
+    assert "forgot [bold]x in cli" in forgot
+
+
+def test_export_never_writes_outside_its_folder_nor_overwrites(db_url: str, tmp_path: Path) -> None:
+    run_sync(_odd_ids(db_url))
+    out = tmp_path / "exports" / "out"
+    cli("export", "--app", "cli", "--out", str(out), "--url", db_url)
+    written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.session.json"))
+    assert written == sorted(
+        [
+            "%2E./%2E..session.json",
+            "%2E.%2F..%2Fescape/%2Ftmp%2Fpwned.session.json",
+            "%5Bbold%5Dx/%5B%2Fred%5D.session.json",
+            "carol/same.session.json",
+            "dave/same.session.json",
+        ]
+    )
+    assert not Path("/tmp/pwned.session.json").exists()
+    assert list(out.parent.iterdir()) == [out]
+    # The export reads back: a folder, at any depth.
+    fresh = tmp_path / "fresh.db"
+    cli("migrate", "--url", f"sqlite:///{fresh}")
+    assert "5 imported" in cli("import", str(out), "--url", f"sqlite:///{fresh}")
+
+
+def test_import_reads_what_export_writes_to_stdout(db_url: str, tmp_path: Path) -> None:
+    run_sync(_odd_ids(db_url))
+    lines = cli("export", "--app", "cli", "--out", "-", "--url", db_url)
+    assert len(lines.splitlines()) == 5
+    fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
+    cli("migrate", "--url", fresh)
+    assert "5 imported" in cli("import", "-", "--url", fresh, stdin=lines)
+
+
+def test_import_of_a_binary_file_names_the_file(tmp_path: Path, sqlite_url: str) -> None:
+    blob = tmp_path / "photo.session.json"
+    blob.write_bytes(b"\xff\xfe\x00\x00garbage")
+    output = cli("import", str(blob), "--url", sqlite_url, code=1)
+    assert "photo.session.json is not ADK session JSON" in output
+
+
+def test_migrate_reports_database_problems_in_one_line(
+    tmp_path: Path, postgres_server: str
+) -> None:
+    for url in [
+        pg_url(database="adk_sqlstore_does_not_exist", password="pw"),
+        pg_url(username="nosuchuser", password=None),
+        "sqlite:////nonexistent-dir/x.db",
+    ]:
+        output = cli("migrate", "--url", url, code=1)
+        assert output.startswith("error: ") and "Traceback" not in output
+        assert len(output.strip().splitlines()) == 1 and ":pw@" not in output
+        password = make_url(PG_ADMIN_URL).password  # the suite's server may need one
+        assert not password or f":{quote(str(password), safe='')}@" not in output
+        assert not password or f":{password}@" not in output
+
+
+async def _pretend_newer(url: str) -> None:
+    engine = create_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(text("UPDATE sqlstore_alembic_version SET version_num = '0099'"))
+    finally:
+        await engine.dispose()
+
+
+def test_a_database_newer_than_the_library_says_to_upgrade_the_package(
+    sqlite_url: str,
+) -> None:
+    run_sync(_pretend_newer(sqlite_url))
+    output = cli("migrate", "--url", sqlite_url, code=1)
+    assert "newer than this version of adk-sqlstore" in output
+    assert "upgrade the adk-sqlstore package" in output
+
+    async def read() -> None:
+        async with SqlSessionService.from_url(sqlite_url) as service:
+            await service.list_sessions(app_name="a")
+
+    with pytest.raises(SchemaNotMigratedError, match="upgrade the adk-sqlstore package"):
+        run_sync(read())
+
+
+def test_read_commands_do_not_create_missing_sqlite_files(tmp_path: Path) -> None:
+    missing = tmp_path / "typo.db"
+    for args in (
+        ["sessions", "list", "--app", "a"],
+        ["memory", "search", "x", "--app", "a", "--user", "u"],
+    ):
+        output = cli(*args, "--url", f"sqlite:///{missing}", code=1)
+        assert "no database file at" in output and "adk-sqlstore migrate" in output
+    assert not missing.exists()
+
+
+@pytest.mark.parametrize("minutes", ["inf", "nan", "-5", "1e30"])
+def test_ingest_idle_refuses_impossible_durations(minutes: str, sqlite_url: str) -> None:
+    result = runner.invoke(
+        app, ["memory", "ingest-idle", "--idle-minutes", minutes, "--url", sqlite_url]
+    )
+    assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+def test_json_lines_and_arrays_load_as_sessions() -> None:
+    from adk_sqlstore.sessions.json_files import load_sessions
+
+    one = {"id": "s1", "app_name": "a", "user_id": "u"}
+    two = {"id": "s2", "app_name": "a", "user_id": "u"}
+    assert [s.id for s in load_sessions(json.dumps(one))] == ["s1"]
+    assert [s.id for s in load_sessions(json.dumps([one, two]))] == ["s1", "s2"]
+    assert [s.id for s in load_sessions(f"{json.dumps(one)}\n{json.dumps(two)}\n")] == ["s1", "s2"]

@@ -21,6 +21,7 @@ from adk_sqlstore import (
 )
 
 from .conftest import Figures
+from .helpers import fold
 from .workers import key_writer, retrying_appender
 
 PROCESSES = 8  # the soak size (make test-all); make test runs 4 x 50
@@ -41,13 +42,6 @@ def _spawn(target: Any, args_of: list[tuple[Any, ...]]) -> list[Any]:
         w.join(timeout=60)
         assert w.exitcode == 0
     return out
-
-
-def _fold(events: list[Any]) -> dict[str, Any]:
-    state: dict[str, Any] = {}
-    for event in events:
-        state.update(event.actions.state_delta or {})
-    return state
 
 
 @pytest.mark.parametrize(
@@ -84,7 +78,7 @@ async def test_processes_retrying_on_stale_lose_nothing(
         ]
     assert stored.revision == processes * appends
     # the stored state is the fold of the stored deltas, user: keys included
-    assert stored.state == _fold(stored.events)
+    assert stored.state == fold(stored.events)
     assert all(stored.state[f"count_{name}"] == appends for name in names)
     figures.add(
         f"{processes} processes x {appends} appends on one session: {attempts} attempts,"

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
+from typer.testing import CliRunner
 
 from adk_sqlstore import (
     DatabaseUnavailableError,
     SchemaNotMigratedError,
+    SqlMemoryService,
     SqlSessionService,
 )
+from adk_sqlstore.cli import app
 from adk_sqlstore.engine import create_engine
 from adk_sqlstore.migration import HEAD_REVISION, current_revision
 from adk_sqlstore.urls import (
@@ -22,6 +26,7 @@ from adk_sqlstore.urls import (
     default_sqlite_path,
     describe_url,
     normalize_url,
+    redact_url,
     resolve_url,
 )
 
@@ -247,12 +252,9 @@ def test_every_url_spelling_works_everywhere(db_url: str, monkeypatch: pytest.Mo
     """Issue 10: "Every URL form that any part of the product accepts must be accepted
     everywhere (CLI, from_url, ADK classes, environment variable)"."""
     pytest.importorskip("google.adk")
-    from typer.testing import CliRunner
 
-    from adk_sqlstore import SqlMemoryService
     from adk_sqlstore.adk import SqlMemoryService as AdkMemoryService
     from adk_sqlstore.adk import SqlSessionService as AdkSessionService
-    from adk_sqlstore.cli import app
 
     async def through_the_classes(spelling: str) -> str:
         async with SqlSessionService.from_url(spelling) as core:
@@ -304,3 +306,25 @@ def test_service_uri_options(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
         resolve_url("sqlstore:///x.db")
     with pytest.raises(ValueError, match="neither true nor false"):
         resolve_url("sqlite:///x.db?auto_migrate=maybe")
+
+
+# -- moved from test_edges.py
+
+
+def test_passwords_in_query_parameters_are_hidden() -> None:
+    raw = "postgresql://postgres@127.0.0.1/db?password=s3cretpw&sslmode=require"
+    assert "s3cretpw" not in redact_url(raw)
+    assert "s3cretpw" not in redact_url(normalize_url(raw))
+    assert "sslmode=require" in redact_url(raw)
+
+
+def test_an_unencoded_at_sign_in_a_password_is_refused_without_showing_it() -> None:
+    with pytest.raises(ValueError, match="%40") as info:
+        normalize_url("postgresql://postgres:s3c@ret/pw@127.0.0.1/x")
+    assert "s3c" not in str(info.value) and "ret/pw" not in str(info.value)
+
+
+def test_a_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "asyncpg", None)
+    with pytest.raises(ValueError, match=r"adk-sqlstore\[postgres\]"):
+        create_engine("postgresql://u:pw@127.0.0.1/db")

@@ -25,15 +25,9 @@ from adk_sqlstore import (
 )
 
 from .conftest import Figures
+from .helpers import fold
 from .pg_cluster import ThrowawayCluster
 from .workers import contended_writer, endless_writer
-
-
-def _fold(events: list[Any]) -> dict[str, Any]:
-    state: dict[str, Any] = {}
-    for event in events:
-        state.update(event.actions.state_delta or {})
-    return state
 
 
 def _has_text(event: Any) -> bool:
@@ -75,7 +69,7 @@ async def check_consistent(url: str) -> dict[str, int]:
             )
             assert s is not None
             assert s.revision == len(s.events)
-            folded = _fold(s.events)
+            folded = fold(s.events)
             own = {k: v for k, v in folded.items() if not k.startswith("app:")}
             assert {k: v for k, v in s.state.items() if k in own} == own
             assert s.state.get(f"user:last_{s.id}") == folded.get(f"user:last_{s.id}")
@@ -263,7 +257,7 @@ async def test_cancelled_appends_never_half_write_nor_run_ahead(
         assert stored is not None
         assert stored.revision == len(stored.events) >= s.revision
         assert [e.id for e in s.events] == [e.id for e in stored.events][: len(s.events)]
-        assert stored.state == _fold(stored.events)
+        assert stored.state == fold(stored.events)
         if stored.revision == before[0]:
             assert after == before
         else:

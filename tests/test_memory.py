@@ -6,6 +6,7 @@ ADK" and 004 "BaseMemoryService".
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import AsyncIterator
@@ -19,6 +20,7 @@ from sqlalchemy.engine import make_url
 
 from adk_sqlstore import (
     Event,
+    GetSessionConfig,
     IngestEvery,
     InvalidMemoryError,
     MemoryCheckpoint,
@@ -27,6 +29,8 @@ from adk_sqlstore import (
     SqlMemoryService,
     SqlSessionService,
 )
+
+from .helpers import Layer
 
 APP = "app"
 
@@ -38,8 +42,13 @@ async def memory(service: SqlSessionService) -> AsyncIterator[SqlMemoryService]:
 
 
 def turn(
-    text: str, *, author: str = "user", ts: float | None = None, event_id: str | None = None
-) -> Event:
+    text: str,
+    *,
+    author: str = "user",
+    ts: float | None = None,
+    event_id: str | None = None,
+    model: type[Any] = Event,
+) -> Any:
     fields: dict[str, Any] = {
         "author": author,
         "content": {"role": "user", "parts": [{"text": text}]},
@@ -48,7 +57,12 @@ def turn(
         fields["timestamp"] = ts
     if event_id is not None:
         fields["id"] = event_id
-    return Event.model_validate(fields)
+    return model.model_validate(fields)
+
+
+def make_turn(layer: Layer, text: str, **fields: Any) -> Any:
+    """A turn of ``layer``'s event class."""
+    return turn(text, model=layer.event_model, **fields)
 
 
 def texts(found: Any) -> list[str]:
@@ -56,11 +70,15 @@ def texts(found: Any) -> list[str]:
 
 
 async def session_with(
-    service: SqlSessionService, user: str, *lines: str, ts: float | None = None
-) -> Session:
+    target: SqlSessionService | Layer, user: str, *lines: str, ts: float | None = None
+) -> Any:
+    """A session of ``user`` in which the user said ``lines`` (on a core service, or on
+    a contract-suite layer in its own types)."""
+    service: Any = target.sessions if isinstance(target, Layer) else target
+    model = target.event_model if isinstance(target, Layer) else Event
     s = await service.create_session(app_name=APP, user_id=user)
     for n, line in enumerate(lines):
-        await service.append_event(s, turn(line, ts=None if ts is None else ts + n))
+        await service.append_event(s, turn(line, ts=None if ts is None else ts + n, model=model))
     return s
 
 
@@ -71,12 +89,11 @@ async def search(memory: SqlMemoryService, query: str, user: str = "u1", limit: 
 # -- ingestion ----------------------------------------------------------------------
 
 
-async def test_natural_language_question_finds_the_answer(
-    service: SqlSessionService, memory: SqlMemoryService
-) -> None:
+async def test_natural_language_question_finds_the_answer(layer: Layer) -> None:
     """004: a later session asks "What sport do I like?" after "My favorite sport is badminton."."""
+    memory = layer.memory
     s = await session_with(
-        service,
+        layer,
         "u1",
         "My favorite sport is badminton.",
         "The weather in Pune is nice today.",
@@ -88,11 +105,10 @@ async def test_natural_language_question_finds_the_answer(
     assert "The weather in Pune is nice today." not in texts(found)
 
 
-async def test_only_events_with_text_are_stored_one_per_event(
-    service: SqlSessionService, memory: SqlMemoryService
-) -> None:
+async def test_only_events_with_text_are_stored_one_per_event(layer: Layer) -> None:
+    service, memory = layer.sessions, layer.memory
     s = await service.create_session(app_name=APP, user_id="u1")
-    await service.append_event(s, turn("I drive a blue hatchback"))
+    await service.append_event(s, make_turn(layer, "I drive a blue hatchback"))
     await service.append_event(
         s,
         Event(
@@ -103,19 +119,18 @@ async def test_only_events_with_text_are_stored_one_per_event(
             },
         ),
     )
-    await service.append_event(s, Event(author="agent"))  # no content at all
-    await service.append_event(s, turn("   ", author="agent"))  # whitespace only
-    report = await memory.add_session_to_memory(s)
+    await service.append_event(s, layer.event_model(author="agent"))  # no content at all
+    await service.append_event(s, make_turn(layer, "   ", author="agent"))  # whitespace only
+    report = await layer.core_memory.add_session_to_memory(s)
     assert (report.sessions, report.events) == (1, 1)
     found = await search(memory, "blue hatchback")
     assert texts(found) == ["I drive a blue hatchback"]
 
 
-async def test_ingesting_twice_or_ten_times_yields_one_copy(
-    service: SqlSessionService, memory: SqlMemoryService
-) -> None:
+async def test_ingesting_twice_or_ten_times_yields_one_copy(layer: Layer) -> None:
     """000: "An append-only implementation turns every checkpoint into another copy"."""
-    s = await session_with(service, "u1", "deliver to the Pune office reception")
+    memory = layer.memory
+    s = await session_with(layer, "u1", "deliver to the Pune office reception")
     for _ in range(10):
         await memory.add_session_to_memory(s)
     found = await search(memory, "Pune office")
@@ -153,12 +168,11 @@ async def test_a_changed_session_updates_its_rows(
     assert len((await search(memory, "alpha gamma delta")).memories) == 3
 
 
-async def test_add_events_to_memory_is_incremental_and_idempotent(
-    memory: SqlMemoryService,
-) -> None:
-    first = turn("I love hiking in the Alps", event_id="e1")
-    second = turn("My sister lives in Lisbon", event_id="e2")
-    stored = await memory.add_events_to_memory(
+async def test_add_events_to_memory_is_incremental_and_idempotent(layer: Layer) -> None:
+    memory = layer.memory
+    first = make_turn(layer, "I love hiking in the Alps", event_id="e1")
+    second = make_turn(layer, "My sister lives in Lisbon", event_id="e2")
+    stored = await layer.core_memory.add_events_to_memory(
         app_name=APP,
         user_id="u1",
         events=[first],
@@ -178,58 +192,63 @@ async def test_add_events_to_memory_is_incremental_and_idempotent(
     assert texts(await search(memory, "hiking", user="u2")) == ["I love hiking in the Alps"]
 
 
-async def test_a_stale_session_object_never_drops_newer_events_memories(
-    service: SqlSessionService, memory: SqlMemoryService
-) -> None:
+async def test_a_stale_session_object_never_drops_newer_events_memories(layer: Layer) -> None:
     """add_session_to_memory's docstring: an object loaded before later appends is
     reloaded whole, so only events gone from the session disappear from memory."""
-    s = await session_with(service, "u1", "alpha apricot")
+    service, memory = layer.sessions, layer.memory
+    s = await session_with(layer, "u1", "alpha apricot")
     stale = await service.get_session(app_name=APP, user_id="u1", session_id=s.id)
     assert stale is not None
-    await service.append_event(s, turn("beta blueberry"))
+    await service.append_event(s, make_turn(layer, "beta blueberry"))
     await memory.add_session_to_memory(s)
-    report = await memory.add_session_to_memory(stale)
+    report = await layer.core_memory.add_session_to_memory(stale)
     assert report.deleted == 0 and report.events == 2
     assert texts(await search(memory, "blueberry")) == ["beta blueberry"]
     # the recorded revision is the stored one: the idle job has nothing left to do
     assert (await memory.ingest_idle_sessions(timedelta(0))).sessions == 0
 
 
-async def test_an_event_added_again_without_text_removes_its_memory(
-    memory: SqlMemoryService,
-) -> None:
-    event = turn("gamma secret", event_id="e-gamma")
-    assert await memory.add_events_to_memory(app_name=APP, user_id="u1", events=[event]) == 1
+async def test_an_event_added_again_without_text_removes_its_memory(layer: Layer) -> None:
+    memory = layer.memory
+    event = make_turn(layer, "gamma secret", event_id="e-gamma")
+    assert (
+        await layer.core_memory.add_events_to_memory(app_name=APP, user_id="u1", events=[event])
+        == 1
+    )
     assert texts(await search(memory, "gamma")) == ["gamma secret"]
-    emptied = turn("", event_id="e-gamma")  # its text was removed
-    assert await memory.add_events_to_memory(app_name=APP, user_id="u1", events=[emptied]) == 0
+    emptied = make_turn(layer, "", event_id="e-gamma")  # its text was removed
+    assert (
+        await layer.core_memory.add_events_to_memory(app_name=APP, user_id="u1", events=[emptied])
+        == 0
+    )
     assert texts(await search(memory, "gamma secret")) == []
     # the same event twice in one call: its last version counts
     both = [event, emptied]
-    assert await memory.add_events_to_memory(app_name=APP, user_id="u1", events=both) == 0
+    assert (
+        await layer.core_memory.add_events_to_memory(app_name=APP, user_id="u1", events=both) == 0
+    )
     assert texts(await search(memory, "gamma secret")) == []
 
 
-async def test_add_memory_stores_facts_searched_like_events(
-    service: SqlSessionService, memory: SqlMemoryService
-) -> None:
+async def test_add_memory_stores_facts_searched_like_events(layer: Layer) -> None:
+    memory = layer.memory
     before = time.time()
-    ids = await memory.add_memory(
+    ids = await layer.core_memory.add_memory(
         app_name=APP,
         user_id="u1",
         memories=[
-            MemoryEntry(
+            layer.memory_entry(
                 content={"role": "user", "parts": [{"text": "User switched to pescatarian"}]},
                 author="extractor",
                 timestamp="2026-09-28T10:00:00Z",
                 custom_metadata={"kind": "diet"},
             ),
-            MemoryEntry(content={"parts": [{"text": "User's office is in Pune"}]}),
+            layer.memory_entry(content={"parts": [{"text": "User's office is in Pune"}]}),
         ],
     )
     after = time.time()
     assert len(ids) == 2
-    s = await session_with(service, "u1", "I used to be vegetarian")
+    s = await session_with(layer, "u1", "I used to be vegetarian")
     await memory.add_session_to_memory(s)
     found = await search(memory, "pescatarian diet")
     fact = found.memories[0]
@@ -246,7 +265,7 @@ async def test_add_memory_stores_facts_searched_like_events(
         app_name=APP,
         user_id="u1",
         memories=[
-            MemoryEntry(
+            layer.memory_entry(
                 id=ids[0], content={"parts": [{"text": "User switched back to vegetarian"}]}
             )
         ],
@@ -254,11 +273,10 @@ async def test_add_memory_stores_facts_searched_like_events(
     assert "User switched to pescatarian" not in texts(await search(memory, "switched"))
 
 
-async def test_search_results_have_the_documented_shape(
-    service: SqlSessionService, memory: SqlMemoryService
-) -> None:
+async def test_search_results_have_the_documented_shape(layer: Layer) -> None:
+    memory = layer.memory
     s = await session_with(
-        service,
+        layer,
         "u1",
         "the red bicycle is in the garage",
         "my red scarf",
@@ -326,39 +344,35 @@ HOSTILE_QUERIES = [
 ]
 
 
-@pytest.mark.parametrize("query", HOSTILE_QUERIES, ids=range(len(HOSTILE_QUERIES)))
-async def test_no_query_raises(
-    service: SqlSessionService, memory: SqlMemoryService, query: str
-) -> None:
-    s = await session_with(service, "u1", "My favorite sport is badminton.", "你好世界 friends")
+async def test_no_query_raises(layer: Layer) -> None:
+    memory = layer.memory
+    s = await session_with(layer, "u1", "My favorite sport is badminton.", "你好世界 friends")
     await memory.add_session_to_memory(s)
-    found = await search(memory, query)
-    assert len(found.memories) <= 2
+    for query in HOSTILE_QUERIES:
+        found = await search(memory, query)
+        assert len(found.memories) <= 2, query
 
 
-async def test_empty_and_stop_word_queries_return_nothing(
-    service: SqlSessionService, memory: SqlMemoryService
-) -> None:
-    s = await session_with(service, "u1", "what is the thing that I do")
+async def test_empty_and_stop_word_queries_return_nothing(layer: Layer) -> None:
+    memory = layer.memory
+    s = await session_with(layer, "u1", "what is the thing that I do")
     await memory.add_session_to_memory(s)
     for query in ["", "   ", "what is the", "I do"]:
         assert (await search(memory, query)).memories == []
 
 
-async def test_sql_injection_text_is_stored_and_found_verbatim(
-    service: SqlSessionService, memory: SqlMemoryService
-) -> None:
+async def test_sql_injection_text_is_stored_and_found_verbatim(layer: Layer) -> None:
+    memory = layer.memory
     line = "Robert'); DROP TABLE sqlstore_memories;-- said hello"
-    s = await session_with(service, "u1", line)
+    s = await session_with(layer, "u1", line)
     await memory.add_session_to_memory(s)
     assert texts(await search(memory, "Robert DROP TABLE")) == [line]
 
 
-async def test_text_with_nul_is_returned_exactly(
-    service: SqlSessionService, memory: SqlMemoryService
-) -> None:
+async def test_text_with_nul_is_returned_exactly(layer: Layer) -> None:
+    memory = layer.memory
     line = "before\x00after the zero byte 🥗"
-    s = await session_with(service, "u1", line)
+    s = await session_with(layer, "u1", line)
     await memory.add_session_to_memory(s)
     assert texts(await search(memory, "before after zero byte")) == [line]
 
@@ -399,7 +413,6 @@ async def test_a_big_users_top_k_is_the_exact_bm25_top_k(memory: SqlMemoryServic
     half of them):
     the scores returned are the exact best BM25 scores, recomputed here from the texts
     (tf = 1, idf = ln(1 + (N - df + 0.5) / (df + 0.5)), k1 = 1.2, b = 0.75)."""
-    import math
 
     rng = random.Random(3)
     rare = [f"r{n:03d}q" for n in range(400)]
@@ -758,22 +771,23 @@ async def test_add_memory_takes_dicts_and_refuses_what_is_not_a_memory(
     assert "event dict kites" in texts(await search(memory, "kites"))
 
 
-async def test_forget_user_deletes_everything_of_that_user_only(
-    service: SqlSessionService, memory: SqlMemoryService
-) -> None:
+async def test_forget_user_deletes_everything_of_that_user_only(layer: Layer) -> None:
     """000: "Deletion has to reach every copy: the user: map, every stored session, the
     memory index and any extracted facts"."""
+    service, memory = layer.sessions, layer.memory
     for app, user in [(APP, "gone"), (APP, "stays"), ("other-app", "gone")]:
         s = await service.create_session(
             app_name=app, user_id=user, state={"user:diet": "vegan", "app:menu": 1, "k": 1}
         )
-        await service.append_event(s, turn(f"secret lunch order of {user} in {app}"))
-        await service.append_event(s, turn("second turn"))
+        await service.append_event(s, make_turn(layer, f"secret lunch order of {user} in {app}"))
+        await service.append_event(s, make_turn(layer, "second turn"))
         await memory.add_session_to_memory(s)
         await memory.add_memory(
             app_name=app,
             user_id=user,
-            memories=[MemoryEntry(content={"parts": [{"text": f"secret fact about {user}"}]})],
+            memories=[
+                layer.memory_entry(content={"parts": [{"text": f"secret fact about {user}"}]})
+            ],
         )
     counts = await memory.forget_user(app_name=APP, user_id="gone")
     assert counts["sessions"] == 1 and counts["events"] == 2
@@ -810,14 +824,13 @@ async def test_forget_user_deletes_everything_of_that_user_only(
     assert leftovers == 0
 
 
-async def test_delete_memories_by_session_ids_or_all(
-    service: SqlSessionService, memory: SqlMemoryService
-) -> None:
-    a = await session_with(service, "u1", "apple one", "apple two")
-    b = await session_with(service, "u1", "apple three")
+async def test_delete_memories_by_session_ids_or_all(layer: Layer) -> None:
+    memory = layer.memory
+    a = await session_with(layer, "u1", "apple one", "apple two")
+    b = await session_with(layer, "u1", "apple three")
     await memory.add_session_to_memory(a)
     await memory.add_session_to_memory(b)
-    other = await session_with(service, "u2", "apple other")
+    other = await session_with(layer, "u2", "apple other")
     await memory.add_session_to_memory(other)
     assert await memory.delete_memories(app_name=APP, user_id="u1", session_id=a.id) == 2
     found = await search(memory, "apple")
@@ -837,14 +850,13 @@ async def test_delete_memories_by_session_ids_or_all(
 # -- ingestion triggers -----------------------------------------------------------------
 
 
-async def test_idle_sessions_are_ingested_once(
-    service: SqlSessionService, memory: SqlMemoryService
-) -> None:
+async def test_idle_sessions_are_ingested_once(layer: Layer) -> None:
     """000: "A scheduled job ingests sessions whose last update is older than ... thirty
     minutes"."""
+    service, memory = layer.sessions, layer.memory
     long_ago = time.time() - 3600
-    idle = await session_with(service, "u1", "idle session about kayaks", ts=long_ago)
-    await session_with(service, "u1", "active session about kites", ts=time.time())
+    idle = await session_with(layer, "u1", "idle session about kayaks", ts=long_ago)
+    await session_with(layer, "u1", "active session about kites", ts=time.time())
     await service.create_session(app_name=APP, user_id="u1")  # empty: nothing to ingest
     report = await memory.ingest_idle_sessions(timedelta(minutes=30))
     assert (report.sessions, report.events) == (1, 1)
@@ -852,8 +864,8 @@ async def test_idle_sessions_are_ingested_once(
     again = await memory.ingest_idle_sessions(timedelta(minutes=30))
     assert (again.sessions, again.events) == (0, 0)
     # A new append makes the session's revision new; once idle it is ingested again.
-    await service.append_event(idle, turn("kayaks need paddles", ts=long_ago + 10))
-    assert await memory.count_idle_sessions(idle_for=timedelta(minutes=30)) == 1
+    await service.append_event(idle, make_turn(layer, "kayaks need paddles", ts=long_ago + 10))
+    assert await layer.core_memory.count_idle_sessions(idle_for=timedelta(minutes=30)) == 1
     third = await memory.ingest_idle_sessions(timedelta(minutes=30))
     assert (third.sessions, third.events) == (1, 2)
     assert len((await search(memory, "kayaks")).memories) == 2
@@ -874,12 +886,11 @@ async def test_idle_ingestion_streams_in_batches_and_filters_by_app(
     assert await memory.count_idle_sessions(idle_for=timedelta(minutes=30)) == 1
 
 
-async def test_ingest_session_reloads_and_is_safe_to_retry(
-    service: SqlSessionService, memory: SqlMemoryService
-) -> None:
-    s = await session_with(service, "u1", "first thing about llamas")
+async def test_ingest_session_reloads_and_is_safe_to_retry(layer: Layer) -> None:
+    service, memory = layer.sessions, layer.memory
+    s = await session_with(layer, "u1", "first thing about llamas")
     stale_copy = s.model_copy(deep=True)
-    await service.append_event(s, turn("second thing about llamas"))
+    await service.append_event(s, make_turn(layer, "second thing about llamas"))
     await memory.add_session_to_memory(stale_copy)  # an old object: one event
     for _ in range(3):
         report = await memory.ingest_session(app_name=APP, user_id="u1", session_id=s.id)
@@ -921,3 +932,65 @@ async def test_ingest_every_ingests_every_n_events(db_url: str) -> None:
 async def test_ingest_every_needs_a_positive_interval(memory: SqlMemoryService) -> None:
     with pytest.raises(ValueError, match="1 or more"):
         IngestEvery(memory, every=0)
+
+
+# -- moved from test_edges.py
+
+
+async def test_ingest_idle_goes_on_past_a_session_that_fails(
+    service: SqlSessionService,
+) -> None:
+    memory = SqlMemoryService(service.engine)
+    long_ago = time.time() - 7200
+    for user in ("a-bad", "b-good"):
+        s = await service.create_session(app_name="idle", user_id=user)
+        await service.append_event(
+            s,
+            Event(author="user", timestamp=long_ago, content={"parts": [{"text": f"kiwi {user}"}]}),
+        )
+    # Damage one stored event behind the library's back (as an old bug or a manual
+    # edit might have): it no longer reads back.
+    async with service.engine.begin() as conn:
+        await conn.execute(
+            text(
+                'UPDATE sqlstore_events SET data = \'{"id": 1, "timestamp": null}\''
+                " WHERE user_id = 'a-bad'"
+            )
+        )
+    report = await memory.ingest_idle_sessions(timedelta(minutes=30), app_name="idle")
+    assert (report.sessions, report.failed) == (1, 1)
+    assert "idle/a-bad/" in report.errors[0]
+    found = await memory.search_memory(app_name="idle", user_id="b-good", query="kiwi")
+    assert len(found.memories) == 1
+
+
+async def test_ingesting_a_partly_loaded_session_keeps_older_memories(
+    service: SqlSessionService,
+) -> None:
+    memory = SqlMemoryService(service.engine)
+    s = await service.create_session(app_name="app", user_id="u1")
+    for n in range(30):
+        await service.append_event(
+            s, Event(author="user", content={"parts": [{"text": f"walnut {n}"}]})
+        )
+    await memory.add_session_to_memory(s)
+    recent = await service.get_session(
+        app_name="app", user_id="u1", session_id=s.id, config=GetSessionConfig(num_recent_events=5)
+    )
+    assert recent is not None and len(recent.events) == 5
+    report = await memory.add_session_to_memory(recent)
+    assert (report.events, report.deleted) == (30, 0)
+    found = await memory.search_memory(app_name="app", user_id="u1", query="walnut", limit=50)
+    assert len(found.memories) == 30
+
+
+def test_card_numbers_with_other_separators_are_masked() -> None:
+    from adk_sqlstore.memory.redaction import mask_card_numbers
+
+    for card in [
+        "4111\u00a01111\u00a01111\u00a01111",
+        "4111  1111  1111  1111",
+        "4111\t1111\t1111\t1111",
+        "4111 -1111 -1111 -1111",
+    ]:
+        assert mask_card_numbers(f"pay {card} now") == "pay [card ending 1111] now", card

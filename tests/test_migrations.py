@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -17,6 +18,10 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
+from adk_sqlstore import (
+    SqlMemoryService,
+    SqlSessionService,
+)
 from adk_sqlstore.engine import create_engine
 from adk_sqlstore.migration import (
     HEAD_REVISION,
@@ -29,6 +34,7 @@ from adk_sqlstore.schema import ALEMBIC_VERSION_TABLE, include_object, metadata
 from adk_sqlstore.urls import DATABASE_URL_ENV, normalize_url
 
 from .conftest import REPO, PostgresFactory, run_sync
+from .workers import create_with_auto_migrate
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:alembic")
 
@@ -284,3 +290,48 @@ def test_sqlite_without_fts5_fails_clearly_at_migration_time(tmp_path: Path) -> 
             command.upgrade(_alembic_config(conn), "head")
     finally:
         engine.dispose()
+
+
+# -- moved from test_edges.py
+
+
+async def test_a_session_from_url_engine_lets_memory_migrate_the_embedded_default(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    monkeypatch.delenv(DATABASE_URL_ENV, raising=False)
+    async with SqlSessionService.from_url() as sessions:
+        memory = SqlMemoryService(sessions.engine)
+        assert (await memory.search_memory(app_name="a", user_id="u", query="hi")).memories == []
+
+
+@pytest.mark.postgres
+def test_processes_auto_migrating_one_new_database_together(
+    postgres_factory: PostgresFactory,
+) -> None:
+    url = postgres_factory.create(migrate=False)
+    ctx = multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    workers = [
+        ctx.Process(target=create_with_auto_migrate, args=(url, n, results)) for n in range(6)
+    ]
+    for w in workers:
+        w.start()
+    outcomes = [results.get(timeout=120) for _ in workers]
+    for w in workers:
+        w.join(timeout=60)
+    assert sorted(outcomes) == [f"ok {n}" for n in range(6)], outcomes
+
+
+def test_alembic_offline_sql_works_on_sqlite(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("alembic")), "upgrade", "head", "--sql"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", DATABASE_URL_ENV: f"sqlite:///{tmp_path / 'x.db'}"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "CREATE VIRTUAL TABLE sqlstore_memories_fts" in done.stdout

@@ -57,13 +57,6 @@ def create_with_auto_migrate(url: str, n: int, results: Any) -> None:
         results.put(f"{type(exc).__name__}: {exc}")
 
 
-def _fold(events: list[Any]) -> dict[str, Any]:
-    state: dict[str, Any] = {}
-    for event in events:
-        state.update(event.actions.state_delta or {})
-    return state
-
-
 def retrying_appender(url: str, session_id: str, name: str, count: int, results: Any) -> None:
     """Append ``count`` events to one shared session, reloading and retrying after
     every ``StaleSessionError``; report the ids that were accepted, in order."""
