@@ -18,7 +18,7 @@ from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import Runner
-from google.adk.tools import ToolContext, load_memory, preload_memory
+from google.adk.tools import ToolContext, load_memory, preload_memory  # type: ignore[attr-defined]
 from google.genai import types
 from pydantic import Field
 
@@ -170,8 +170,8 @@ async def thursday(url: str, mode: str) -> dict[str, Any]:
         responses = {
             p.function_response.name: p.function_response.response
             for e in stored.events
-            for p in (e.content.parts or [])
-            if e.content and p.function_response
+            for p in ((e.content.parts if e.content else None) or [])
+            if p.function_response
         }
         return {
             "state_at_start": state_at_start,
@@ -194,7 +194,7 @@ class BarrierSessionService(SqlSessionService):
         super().__init__(url)
         self._barrier: Any = barrier
 
-    async def get_session(self, **kwargs: Any) -> Any:  # type: ignore[override]
+    async def get_session(self, **kwargs: Any) -> Any:
         session = await super().get_session(**kwargs)
         if self._barrier is not None:
             barrier, self._barrier = self._barrier, None

@@ -129,7 +129,10 @@ class Layer:
     @property
     def core_sessions(self) -> SqlSessionService[Any, Any, Any]:
         """The core session service under this layer (for what ADK's interface lacks)."""
-        return self.sessions if self.name == "core" else self.sessions.core
+        core: SqlSessionService[Any, Any, Any] = (
+            self.sessions if self.name == "core" else self.sessions.core
+        )
+        return core
 
     def event(
         self,
@@ -148,7 +151,8 @@ class Layer:
     def core_memory(self) -> SqlMemoryService:
         """The core memory service under this layer (it returns reports and ids where
         ADK's interface returns ``None``)."""
-        return self.memory if self.name == "core" else self.memory.core
+        core: SqlMemoryService = self.memory if self.name == "core" else self.memory.core
+        return core
 
     def memory_entry(self, **fields: Any) -> Any:
         """A ``MemoryEntry`` of this layer (``content`` given as a dict)."""

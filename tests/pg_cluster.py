@@ -51,8 +51,8 @@ def server_binaries() -> Path:
     found = shutil.which("initdb")
     if found:
         candidates.append(Path(found).resolve().parent)
-    for folder in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
-        candidates.append(Path(folder))
+    for installed in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
+        candidates.append(Path(installed))
     for folder in candidates:
         if (folder / "initdb").is_file() and (folder / "pg_ctl").is_file():
             return folder

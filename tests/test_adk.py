@@ -37,6 +37,7 @@ from adk_sqlstore.urls import DATABASE_URL_ENV
 
 from . import adk_agents
 from .conftest import run_sync
+from .helpers import text_of
 
 
 @pytest.fixture
@@ -336,9 +337,7 @@ async def test_memory_service_with_adk_types(db_url: str) -> None:
         assert fact.memories[0].custom_metadata["event_id"] is None
         await memory.delete_memory(app_name="app", user_id="u1", memory_id=found.memories[0].id)
         again = await memory.search_memory(app_name="app", user_id="u1", query="sport badminton")
-        assert "My favorite sport is badminton." not in [
-            m.content.parts[0].text for m in again.memories
-        ]  # type: ignore[index]
+        assert "My favorite sport is badminton." not in [text_of(m) for m in again.memories]
         # The idle job knows the ADK session's revision: nothing left to ingest.
         assert await memory.core.count_idle_sessions(idle_for=timedelta(0)) == 0
 

@@ -167,7 +167,7 @@ class AdkServer:
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
 
-    def create_session(self) -> httpx.Response:
+    def create_session(self) -> Any:
         return httpx.post(self.url(f"/apps/{APP}/users/{USER}/sessions"), json={}, timeout=60)
 
     def get_session(self, session_id: str) -> dict[str, Any]:
@@ -196,7 +196,7 @@ def _reply(events: list[dict[str, Any]]) -> str:
         for p in (e.get("content") or {}).get("parts", [])
         if p.get("text") and e.get("author") == APP
     ]
-    return texts[-1]
+    return str(texts[-1])
 
 
 @pytest.fixture

@@ -1,3 +1,5 @@
+# mypy: disable-error-code="arg-type"
+# (this file passes arguments of the wrong type on purpose, to see them refused)
 """Arguments of the wrong kind, on an SQLite file and PostgreSQL.
 
 Every public call refuses an argument of the wrong type or range with a typed error
@@ -45,7 +47,7 @@ async def _checkpoint(memory: SqlMemoryService, every: Any) -> None:
 # (call, error type, words the message must contain)
 CASES: dict[str, tuple[Call, type[Exception], str]] = {
     "create_session state not a dict": (
-        lambda s, m, _: s.create_session(**KEY, session_id="new", state="x=1"),  # type: ignore[arg-type]
+        lambda s, m, _: s.create_session(**KEY, session_id="new", state="x=1"),
         InvalidStateError,
         "state must be a dict",
     ),
@@ -55,12 +57,12 @@ CASES: dict[str, tuple[Call, type[Exception], str]] = {
         "temp:",
     ),
     "get_session config a string": (
-        lambda s, m, _: s.get_session(**KEY, session_id=SID, config="recent"),  # type: ignore[arg-type]
+        lambda s, m, _: s.get_session(**KEY, session_id=SID, config="recent"),
         InvalidArgumentError,
         "config",
     ),
     "get_session config with a str count": (
-        lambda s, m, _: s.get_session(**KEY, session_id=SID, config={"num_recent_events": "3"}),  # type: ignore[arg-type]
+        lambda s, m, _: s.get_session(**KEY, session_id=SID, config={"num_recent_events": "3"}),
         InvalidArgumentError,
         "config",
     ),
@@ -68,13 +70,13 @@ CASES: dict[str, tuple[Call, type[Exception], str]] = {
         lambda s, m, _: s.get_session(
             **KEY,
             session_id=SID,
-            config=SimpleNamespace(num_recent_events=-1, after_timestamp=None),  # type: ignore[arg-type]
+            config=SimpleNamespace(num_recent_events=-1, after_timestamp=None),
         ),
         InvalidArgumentError,
         "num_recent_events",
     ),
     "list_sessions limit a str": (
-        lambda s, m, _: s.list_sessions(**KEY, limit="10"),  # type: ignore[arg-type]
+        lambda s, m, _: s.list_sessions(**KEY, limit="10"),
         InvalidArgumentError,
         "limit",
     ),
@@ -124,7 +126,7 @@ CASES: dict[str, tuple[Call, type[Exception], str]] = {
         "state must be a dict",
     ),
     "prune older_than a str": (
-        lambda s, m, _: s.prune(older_than="30d"),  # type: ignore[arg-type]
+        lambda s, m, _: s.prune(older_than="30d"),
         InvalidArgumentError,
         "older_than",
     ),
@@ -139,7 +141,7 @@ CASES: dict[str, tuple[Call, type[Exception], str]] = {
         "batch_size",
     ),
     "prune dry_run a str": (
-        lambda s, m, _: s.prune(older_than=0, dry_run="no"),  # type: ignore[arg-type]
+        lambda s, m, _: s.prune(older_than=0, dry_run="no"),
         InvalidArgumentError,
         "dry_run",
     ),
@@ -149,12 +151,12 @@ CASES: dict[str, tuple[Call, type[Exception], str]] = {
         "session must be a Session",
     ),
     "import_state state a list": (
-        lambda s, m, _: s.import_state(app_name=APP, user_id=USER, state=[("a", 1)]),  # type: ignore[arg-type]
+        lambda s, m, _: s.import_state(app_name=APP, user_id=USER, state=[("a", 1)]),
         InvalidStateError,
         "state must be a dict",
     ),
     "import_state replace a str": (
-        lambda s, m, _: s.import_state(app_name=APP, user_id=USER, state={"k": 2}, replace="yes"),  # type: ignore[arg-type]
+        lambda s, m, _: s.import_state(app_name=APP, user_id=USER, state={"k": 2}, replace="yes"),
         InvalidArgumentError,
         "replace",
     ),
@@ -169,12 +171,12 @@ CASES: dict[str, tuple[Call, type[Exception], str]] = {
         "session must be a Session",
     ),
     "add_events_to_memory events None": (
-        lambda s, m, _: m.add_events_to_memory(**KEY, events=None),  # type: ignore[arg-type]
+        lambda s, m, _: m.add_events_to_memory(**KEY, events=None),
         InvalidMemoryError,
         "events must be a list",
     ),
     "add_events_to_memory events one event": (
-        lambda s, m, _: m.add_events_to_memory(**KEY, events=_event(a=1)),  # type: ignore[arg-type]
+        lambda s, m, _: m.add_events_to_memory(**KEY, events=_event(a=1)),
         InvalidMemoryError,
         "events must be a list",
     ),
@@ -182,26 +184,26 @@ CASES: dict[str, tuple[Call, type[Exception], str]] = {
         lambda s, m, _: m.add_events_to_memory(
             **KEY,
             events=[_event(a=1)],
-            custom_metadata="tag",  # type: ignore[arg-type]
+            custom_metadata="tag",
         ),
         InvalidMemoryError,
         "custom_metadata",
     ),
     "add_memory memories a number": (
-        lambda s, m, _: m.add_memory(**KEY, memories=5),  # type: ignore[arg-type]
+        lambda s, m, _: m.add_memory(**KEY, memories=5),
         InvalidMemoryError,
         "memories must be a list of memories",
     ),
     "add_memory memories one entry": (
         lambda s, m, _: m.add_memory(
             **KEY,
-            memories=MemoryEntry(content={"parts": [{"text": "x"}]}),  # type: ignore[arg-type]
+            memories=MemoryEntry(content={"parts": [{"text": "x"}]}),
         ),
         InvalidMemoryError,
         "memories must be a list",
     ),
     "search_memory query None": (
-        lambda s, m, _: m.search_memory(**KEY, query=None),  # type: ignore[arg-type]
+        lambda s, m, _: m.search_memory(**KEY, query=None),
         InvalidArgumentError,
         "query",
     ),
@@ -211,17 +213,17 @@ CASES: dict[str, tuple[Call, type[Exception], str]] = {
         "limit",
     ),
     "delete_memories memory_ids one id": (
-        lambda s, m, _: m.delete_memories(**KEY, memory_ids="abc"),  # type: ignore[arg-type]
+        lambda s, m, _: m.delete_memories(**KEY, memory_ids="abc"),
         InvalidArgumentError,
         "memory_ids",
     ),
     "ingest_idle_sessions idle_for a str": (
-        lambda s, m, _: m.ingest_idle_sessions("30m"),  # type: ignore[arg-type]
+        lambda s, m, _: m.ingest_idle_sessions("30m"),
         InvalidArgumentError,
         "idle_for",
     ),
     "count_idle_sessions idle_for negative": (
-        lambda s, m, _: m.count_idle_sessions(idle_for=-5),  # type: ignore[arg-type]
+        lambda s, m, _: m.count_idle_sessions(idle_for=-5),
         InvalidArgumentError,
         "idle_for",
     ),

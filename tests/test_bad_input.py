@@ -30,7 +30,7 @@ def nested(depth: int) -> Any:
     return value
 
 
-UNSTORABLE_EVENTS = {
+UNSTORABLE_EVENTS: dict[str, dict[str, Any]] = {
     "infinite timestamp": {"timestamp": math.inf},
     "NaN timestamp": {"timestamp": math.nan},
     "millisecond timestamp": {"timestamp": 1795958888277.0},

@@ -136,6 +136,7 @@ async def test_a_connection_the_server_closes_mid_call_is_a_typed_error(
         session = await service.create_session(app_name="idle", user_id="u1")
         await service.append_event(session, _turn(1))
         stale = await service.get_session(app_name="idle", user_id="u1", session_id=session.id)
+        assert stale is not None
         await service.append_event(session, _turn(2))  # the ingestion reloads, in its transaction
         with pytest.raises(DatabaseUnavailableError) as raised:
             await memory.add_session_to_memory(stale)

@@ -7,6 +7,7 @@ what is wrong, and a refused call writes nothing.
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -30,6 +31,7 @@ from adk_sqlstore.validation import (
 )
 
 from .conftest import Figures, pg_url
+from .helpers import text_of
 from .test_values import assert_exact, json_values
 
 SETTINGS = settings(
@@ -66,10 +68,10 @@ def _with_a_bad_leaf(value: Any, bad: Any, path: list[int]) -> Any:
         return bad
     step = path[0]
     if isinstance(value, list) and value:
-        copy = list(value)
-        i = step % len(copy)
-        copy[i] = _with_a_bad_leaf(copy[i], bad, path[1:])
-        return copy
+        items = list(value)
+        i = step % len(items)
+        items[i] = _with_a_bad_leaf(items[i], bad, path[1:])
+        return items
     if isinstance(value, dict) and value:
         copy = dict(value)
         k = sorted(copy)[step % len(copy)]
@@ -180,6 +182,7 @@ async def test_size_limits_are_configurable(db_url: str) -> None:
         with pytest.raises(InvalidStateError, match="max_state_value_bytes"):
             await service.import_state(app_name="big", user_id=None, state={"k": "v" * 200})
         await service.append_event(s, Event(author="a", content={"parts": [{"text": "ok"}]}))
+    bad: Any
     for bad in (0, -1, 1.5, "10", True):
         with pytest.raises(ValueError, match="max_event_bytes"):
             SqlSessionService.from_url(db_url, max_event_bytes=bad)
@@ -254,15 +257,15 @@ async def test_identifiers_follow_one_rule_on_every_call(
     service: SqlSessionService, app_name: str, user_id: str, session_id: str
 ) -> None:
     owner_ok = _storable(app_name) and _storable(user_id)
-    ids = {"app_name": app_name, "user_id": user_id, "session_id": session_id}
+    ids: dict[str, Any] = {"app_name": app_name, "user_id": user_id, "session_id": session_id}
     memory = SqlMemoryService(service.engine)
-    with_session_id = [
+    with_session_id: list[Callable[[], Awaitable[Any]]] = [
         lambda: service.create_session(**ids),
         lambda: service.get_session(**ids),
         lambda: service.delete_session(**ids),
         lambda: memory.delete_memories(app_name=app_name, user_id=user_id, session_id=session_id),
     ]
-    without = [
+    without: list[Callable[[], Awaitable[Any]]] = [
         lambda: service.list_sessions(app_name=app_name, user_id=user_id),
         lambda: service.get_user_state(app_name=app_name, user_id=user_id),
         lambda: memory.search_memory(app_name=app_name, user_id=user_id, query="x"),
@@ -344,7 +347,7 @@ async def test_any_query_never_raises_nor_finds_another_users_memories(
     memory = await _seed_two_users(service)
     found = await memory.search_memory(app_name="search", user_id="caller", query=query)
     for m in found.memories:
-        text = " ".join(p.text or "" for p in m.content.parts)
+        text = text_of(m)
         assert text == "caller note about lunch"
 
 
@@ -355,12 +358,10 @@ async def test_injection_strings_are_stored_and_found_verbatim(
     found = await memory.search_memory(
         app_name="search", user_id="victim", query="'; DROP TABLE sqlstore_memories; --"
     )
-    texts = [" ".join(p.text or "" for p in m.content.parts) for m in found.memories]
+    texts = [text_of(m) for m in found.memories]
     assert "'; DROP TABLE sqlstore_memories; -- victim" in texts
     found = await memory.search_memory(app_name="search", user_id="victim", query="你好世界")
-    assert [" ".join(p.text or "" for p in m.content.parts) for m in found.memories][:1] == [
-        "你好世界 victim ユーザー 😀 café naïve"
-    ]
+    assert [text_of(m) for m in found.memories][:1] == ["你好世界 victim ユーザー 😀 café naïve"]
     figures.add(
         f"hypothesis: {SETTINGS.max_examples} examples each of non-JSON values, JSON values,"
         " identifiers and search queries per backend"

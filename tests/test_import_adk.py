@@ -307,7 +307,7 @@ def test_adk_web_default_session_files(tmp_path: Path, db_url: str) -> None:
     apps = ("lunch_agent", "travel_agent")
 
     async def write() -> View:
-        service = create_local_session_service(base_dir=agents, per_agent=True)
+        service: Any = create_local_session_service(base_dir=agents, per_agent=True)
         try:
             await _write(service, apps)
             return await _view(service, apps)

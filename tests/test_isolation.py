@@ -201,10 +201,12 @@ async def _run(
         sid = sorted(mine)[-1]
         if op == "ingest":
             s = await core.get_session(app_name=a, user_id=u, session_id=sid)
+            assert s is not None
             await memory.add_session_to_memory(s)
         else:
-            s = await adk_sessions.get_session(app_name=a, user_id=u, session_id=sid)
-            await adk_memory.add_session_to_memory(s)
+            adk_s = await adk_sessions.get_session(app_name=a, user_id=u, session_id=sid)
+            assert adk_s is not None
+            await adk_memory.add_session_to_memory(adk_s)
         world.ingested[caller][sid] = mine[sid]
     elif op == "get_victims":
         assert await core.get_session(app_name=a, user_id=u, session_id=victim_sid) is None
@@ -223,9 +225,9 @@ async def _run(
         assert {s.id for s in listed.sessions} == set(mine)
         assert_only_own(dump(listed), a, u)
     elif op == "adk_list":
-        listed = await adk_sessions.list_sessions(app_name=a, user_id=u)
-        assert {s.id for s in listed.sessions} == set(mine)
-        assert_only_own(dump(listed), a, u)
+        adk_listed = await adk_sessions.list_sessions(app_name=a, user_id=u)
+        assert {s.id for s in adk_listed.sessions} == set(mine)
+        assert_only_own(dump(adk_listed), a, u)
     elif op == "list_app":
         listed = await core.list_sessions(app_name=a)
         assert {s.user_id for s in listed.sessions} <= set(USERS)
@@ -233,6 +235,7 @@ async def _run(
         assert_only_own(dump(listed), a, u, app_wide=True)
     elif op in ("search", "adk_search"):
         query = f"{user_marker(*victim)} {mark} lunch turn"
+        found: Any
         if op == "search":
             found = await memory.search_memory(app_name=a, user_id=u, query=query)
         else:

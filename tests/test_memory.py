@@ -758,7 +758,7 @@ async def test_add_memory_takes_dicts_and_refuses_what_is_not_a_memory(
                 user_id="u1",
                 memories=[MemoryEntry(content={"parts": [{"text": "kites first"}]}), *bad]
                 if isinstance(bad, list)
-                else bad,
+                else bad,  # type: ignore[arg-type]  # a dict where a list belongs, on purpose
             )
         assert "\n" not in str(raised.value)
     assert texts(await search(memory, "kites")) == ["dict memory about kites"]

@@ -28,6 +28,7 @@ from adk_sqlstore import (
 from adk_sqlstore.cli import app
 
 from .conftest import run_sync
+from .helpers import text_of
 
 DAY = 86400.0
 runner = CliRunner(env={"COLUMNS": "200"})
@@ -88,7 +89,7 @@ async def _memory_texts(service: SqlSessionService, app_name: str, user_id: str)
         found = await memory.search_memory(
             app_name=app_name, user_id=user_id, query="pancakes waffles fact"
         )
-    return {p.text for m in found.memories for p in m.content.parts if p.text}
+    return {text_of(m) for m in found.memories}
 
 
 async def test_prune_deletes_old_sessions_and_their_events_only(

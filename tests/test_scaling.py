@@ -75,7 +75,7 @@ async def test_every_statement_of_a_users_call_filters_on_user_id(postgres_url: 
     async with SqlSessionService.from_url(postgres_url) as sessions:
         memory = SqlMemoryService(sessions.engine)
         event.listen(sessions.engine.sync_engine, "before_cursor_execute", recorder)
-        key = {"app_name": "shard", "user_id": "u1"}
+        key: dict[str, Any] = {"app_name": "shard", "user_id": "u1"}
         with recorder.call("create_session"):
             session = await sessions.create_session(**key, state={"k": 1, "user:u": 1, "app:a": 1})
         with recorder.call("append_event"):
@@ -141,7 +141,7 @@ def _citus_trigger_sql() -> str:
     blocks = re.findall(r"```sql\n(.*?)```", doc, re.S)
     replacing = [b for b in blocks if "sqlstore_memories_counted_row" in b]
     assert len(replacing) == 1, "docs/scaling.md has one block replacing the triggers"
-    return replacing[0]
+    return str(replacing[0])
 
 
 async def _stats_and_truth(engine: Any) -> tuple[list[Any], list[Any]]:
@@ -185,7 +185,7 @@ async def test_the_citus_row_triggers_keep_the_search_statistics_exact(
             assert list(triggers) == ["sqlstore_memories_counted_row"]
         memory = SqlMemoryService(sessions.engine)
         for user in ("u1", "u2"):
-            key = {"app_name": "stats", "user_id": user}
+            key: dict[str, Any] = {"app_name": "stats", "user_id": user}
             session = await sessions.create_session(**key, session_id="s")
             for n in range(4):
                 await sessions.append_event(

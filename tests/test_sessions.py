@@ -126,7 +126,7 @@ async def history(layer: Layer) -> str:
     s = await layer.sessions.create_session(app_name="app", user_id="u1", session_id="h")
     for n in range(10):
         await layer.sessions.append_event(s, layer.event(f"m{n}", ts=1000.0 + n))
-    return s.id
+    return str(s.id)
 
 
 async def _texts(layer: Layer, config: Any) -> list[str]:

@@ -37,8 +37,8 @@ def spans() -> Iterator[InMemorySpanExporter]:
         trace.set_tracer_provider(provider)
         provider = trace.get_tracer_provider()
     if not getattr(provider, "_adk_sqlstore_exporting", False):
-        provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))  # type: ignore[attr-defined]
-        provider._adk_sqlstore_exporting = True  # type: ignore[attr-defined]
+        provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))  # type: ignore[attr-defined,unused-ignore]
+        provider._adk_sqlstore_exporting = True  # type: ignore[attr-defined,unused-ignore]
     _EXPORTER.clear()
     yield _EXPORTER
     telemetry.record_identifiers(False)

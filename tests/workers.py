@@ -68,6 +68,7 @@ def retrying_appender(url: str, session_id: str, name: str, count: int, results:
         async with SqlSessionService.from_url(url) as service:
             key = {"app_name": "race", "user_id": "u1", "session_id": session_id}
             session = await service.get_session(**key, config=recent)
+            assert session is not None
             for n in range(count):
                 while True:
                     attempts += 1
@@ -86,7 +87,9 @@ def retrying_appender(url: str, session_id: str, name: str, count: int, results:
                         await service.append_event(session, event)
                     except StaleSessionError:
                         stale += 1
-                        session = await service.get_session(**key, config=recent)
+                        reloaded = await service.get_session(**key, config=recent)
+                        assert reloaded is not None
+                        session = reloaded
                         continue
                     accepted.append(event.id)
                     break

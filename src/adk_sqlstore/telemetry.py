@@ -22,7 +22,7 @@ A failing call's span has status ERROR, ``error.type`` (the exception's class, e
 ``adk_sqlstore.errors.StaleSessionError``) and an ``exception`` event with
 ``exception.type`` only: exception messages name sessions, users, keys and sometimes
 the values refused, so they are never recorded. A public call made by another
-(``close_session`` loading the session and ingesting it; the ADK classes calling the
+(``ingest_session`` loading the session and ingesting it; the ADK classes calling the
 core ones) adds no span of its own: one call, one span. The duration is the span's
 own. Without ``opentelemetry-api`` nothing is recorded and nothing is imported.
 """

@@ -133,7 +133,7 @@ class SqlMemoryService(OnStore):
         *,
         app_name: str,
         user_id: str,
-        events: Sequence[EventLike],
+        events: Sequence[EventLike | Mapping[str, Any]],
         session_id: str | None = None,
         custom_metadata: Mapping[str, Any] | None = None,
     ) -> int:
