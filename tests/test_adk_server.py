@@ -281,6 +281,7 @@ def test_sqlstore_sqlite_uri_is_relative_to_the_working_directory(
     assert f"adk-sqlstore memory service: SQLite file {path}" in log
 
 
+@pytest.mark.soak  # a server start each (about 10 s); make test-all (CI) runs them
 def test_sqlstore_sqlite_uri_with_an_absolute_path(server: Any, tmp_path: Path) -> None:
     path = tmp_path / "elsewhere" / "abs.db"
     path.parent.mkdir()
@@ -325,6 +326,7 @@ def test_sqlstore_postgresql_uri_with_auto_migrate(
 
 
 @pytest.mark.postgres
+@pytest.mark.soak
 def test_sqlstore_postgresql_uri_in_a_schema_of_its_own(
     server: Any, postgres_factory: PostgresFactory
 ) -> None:
