@@ -1,7 +1,9 @@
 """Every SQL statement of the library, named and documented, in one package.
 
-Nothing outside this package writes SQL (the Alembic migrations in ``migrations/``
-aside: they are the schema). Functions take an open connection (inside the caller's
+Nothing outside this package writes SQL, with two exceptions: the Alembic migrations
+in ``migrations/`` (they are the schema) and the reads of ADK's own
+``DatabaseSessionService`` tables, which :mod:`adk_sqlstore.adk.database_import` makes
+through ADK's own ORM models. Functions take an open connection (inside the caller's
 transaction, unless they say otherwise) and plain values, and return plain values:
 nothing here validates input, builds models or decides what an outcome means. Every
 statement on a user's rows filters by ``(app_name, user_id)`` itself.
