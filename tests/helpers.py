@@ -35,11 +35,9 @@ __all__ = [
     "LAYERS",
     "Layer",
     "cli",
-    "event_fields",
     "fold",
     "open_layer",
     "runner",
-    "text_event",
     "text_of",
     "texts",
 ]
@@ -55,39 +53,6 @@ def cli(*args: str, code: int = 0, stdin: str | None = None) -> str:
     result = runner.invoke(app, list(args), input=stdin, catch_exceptions=False)
     assert result.exit_code == code, result.output
     return result.output
-
-
-def event_fields(
-    text: str,
-    *,
-    author: str = "user",
-    ts: float | None = None,
-    delta: dict[str, Any] | None = None,
-    **extra: Any,
-) -> dict[str, Any]:
-    """The fields of a text event (for ``Event.model_validate`` of either layer)."""
-    fields: dict[str, Any] = {
-        "author": author,
-        "invocation_id": "inv-1",
-        "content": {"role": "user" if author == "user" else "model", "parts": [{"text": text}]},
-        "actions": {"state_delta": delta or {}},
-        **extra,
-    }
-    if ts is not None:
-        fields["timestamp"] = ts
-    return fields
-
-
-def text_event(
-    text: str,
-    *,
-    author: str = "user",
-    ts: float | None = None,
-    delta: dict[str, Any] | None = None,
-    **extra: Any,
-) -> Event:
-    """A core :class:`~adk_sqlstore.Event` saying ``text``."""
-    return Event.model_validate(event_fields(text, author=author, ts=ts, delta=delta, **extra))
 
 
 def text_of(event: Any) -> str:
@@ -144,7 +109,18 @@ class Layer:
         **extra: Any,
     ) -> Any:
         """A text event of this layer's event class."""
-        fields = event_fields(text, author=author, ts=ts, delta=delta, **extra)
+        fields: dict[str, Any] = {
+            "author": author,
+            "invocation_id": "inv-1",
+            "content": {
+                "role": "user" if author == "user" else "model",
+                "parts": [{"text": text}],
+            },
+            "actions": {"state_delta": delta or {}},
+            **extra,
+        }
+        if ts is not None:
+            fields["timestamp"] = ts
         return self.event_model.model_validate(fields)
 
     @property

@@ -30,7 +30,7 @@ from adk_sqlstore import (
     SqlSessionService,
 )
 
-from .helpers import Layer
+from .helpers import Layer, texts
 
 APP = "app"
 
@@ -63,10 +63,6 @@ def turn(
 def make_turn(layer: Layer, text: str, **fields: Any) -> Any:
     """A turn of ``layer``'s event class."""
     return turn(text, model=layer.event_model, **fields)
-
-
-def texts(found: Any) -> list[str]:
-    return [" ".join(p.text for p in m.content.parts if p.text) for m in found.memories]
 
 
 async def session_with(
