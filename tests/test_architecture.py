@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "console",
             "schema",
             "search.text",
+            "search.analysis",
         ],
     ),
     ("statements and engines", ["sql", "engine", "failures"]),

@@ -157,7 +157,12 @@ memories = Table(
     Column("content", Text, nullable=False),
     # The indexed form: author and text, NUL removed, length-capped.
     Column("text", Text, nullable=False),
-    # Distinct words of the indexed form, stop words left out: the BM25 length.
+    # The index terms of the indexed form, space-separated and distinct
+    # (search.analysis): PostgreSQL's tsvector and SQLite's FTS5 index are made of them.
+    Column("terms", Text, nullable=False, server_default=text("''")),
+    # The analysis the terms come from ("<version>:<language>", Analyzer.signature).
+    Column("analysis", Text, nullable=False, server_default=text("''")),
+    # The number of terms: the BM25 length.
     Column("token_count", Integer, nullable=False),
     Column("custom_metadata", Text, nullable=False),
     # (app_name, user_id) as one token for SQLite FTS5 (see text.search_scope).
@@ -206,10 +211,10 @@ SEARCH_OBJECTS: dict[str, dict[str, set[Any]]] = {
     },
 }
 """Full-text search objects each dialect's migration adds beyond the tables above:
-PostgreSQL a generated ``tsvector`` column ``search_vector`` (``english``
-configuration) in a GIN index with ``search_scope`` (btree_gin, where it can be
-created); SQLite an external-content FTS5 table (Porter
-stemmer) kept in sync by triggers. They are not declared in ``metadata`` because they
+PostgreSQL a ``tsvector`` column ``search_vector`` generated from ``terms``
+(``array_to_tsvector``) in a GIN index with ``search_scope`` (btree_gin, where it can
+be created); SQLite an external-content FTS5 table over ``terms`` (split at spaces
+only) kept in sync by triggers. They are not declared in ``metadata`` because they
 exist on one dialect only."""
 
 TABLE_PREFIX = "sqlstore_"

@@ -25,7 +25,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
@@ -39,6 +39,7 @@ __all__ = [
     "default_sqlite_path",
     "describe_url",
     "normalize_url",
+    "pop_parameter",
     "redact_url",
     "resolve_url",
     "split_settings",
@@ -168,6 +169,34 @@ def _split_options(url: str) -> tuple[str, bool | None]:
                 " nor false"
             )
     return base + ("?" + "&".join(kept) if kept else ""), auto
+
+
+@overload
+def pop_parameter(url: str | None, name: str) -> tuple[str | None, str | None]: ...
+@overload
+def pop_parameter(url: str | URL | None, name: str) -> tuple[str | URL | None, str | None]: ...
+def pop_parameter(url: str | URL | None, name: str) -> tuple[str | URL | None, str | None]:
+    """``url`` without the query parameter ``name`` (a service option such as the
+    memory service's ``?language=german``, not a connection setting), and its value
+    (``None`` when absent)."""
+    if not isinstance(url, str):
+        if url is None or name not in url.query:
+            return url, None
+        query = dict(url.query)
+        value = query.pop(name)
+        return url.set(query=query), str(value[-1] if isinstance(value, tuple) else value)
+    base, sep, query_text = url.partition("?")
+    if not sep:
+        return url, None
+    found: str | None = None
+    kept = []
+    for pair in query_text.split("&"):
+        key, _, value = pair.partition("=")
+        if key == name:
+            found = value
+        elif pair:
+            kept.append(pair)
+    return base + ("?" + "&".join(kept) if kept else ""), found
 
 
 def _is_service_default(url: str) -> bool:

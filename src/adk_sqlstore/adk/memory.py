@@ -12,7 +12,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ..memory import IngestReport
 from ..memory import SqlMemoryService as CoreMemoryService
 from ..memory.redaction import Redactor
+from ..search.analysis import DEFAULT_LANGUAGE, analyzer
 from ..store import OnStore, Store
+from ..urls import pop_parameter
 from ._google import AdkEvent, AdkMemoryEntry, AdkSearchResponse, AdkSession, BaseMemoryService
 from .models import ADK_MODELS, adk_errors, to_adk_entry
 from .uri import store_for_uri
@@ -31,6 +33,8 @@ class SqlMemoryService(BaseMemoryService, OnStore):
             ``session_service.store``.
         engine: the same as ``store``, for an engine (e.g. ``session_service.engine``).
         redactors, mask_card_numbers: the ingestion filter.
+        language: the search language (as for :class:`adk_sqlstore.SqlMemoryService`);
+            also ``?language=german`` in the URI (the keyword wins).
         auto_migrate: as for :class:`~adk_sqlstore.adk.SqlSessionService`.
         **settings: connection settings; ``agents_dir`` as for
             :class:`~adk_sqlstore.adk.SqlSessionService`.
@@ -48,8 +52,12 @@ class SqlMemoryService(BaseMemoryService, OnStore):
         redactors: Iterable[Redactor] | None = None,
         mask_card_numbers: bool = True,
         auto_migrate: bool | None = None,
+        language: str | None = None,
         **settings: Any,
     ) -> None:
+        uri, in_uri = pop_parameter(uri, "language")
+        rows_language = language or in_uri or DEFAULT_LANGUAGE
+        analyzer(rows_language)  # an unknown language fails before a store is opened
         given = store if store is not None else engine
         if given is not None:
             self._use_store(Store.of(given, auto_migrate=auto_migrate), owns=False)
@@ -59,7 +67,11 @@ class SqlMemoryService(BaseMemoryService, OnStore):
             )
             self._use_store(made, owns=True)
         self._core = CoreMemoryService(
-            self._store, redactors=redactors, mask_card_numbers=mask_card_numbers, models=ADK_MODELS
+            self._store,
+            redactors=redactors,
+            mask_card_numbers=mask_card_numbers,
+            models=ADK_MODELS,
+            language=rows_language,
         )
 
     @classmethod

@@ -19,7 +19,8 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..errors import InvalidMemoryError
 from ..models import Content, EventLike, Part
-from ..search.text import indexed_text, search_scope, text_of, token_count, valid_unicode
+from ..search.analysis import DEFAULT_LANGUAGE, analyzer
+from ..search.text import indexed_text, search_scope, text_of, valid_unicode
 from ..validation import check_identifier, check_json_value, check_text_field, check_timestamp
 from .redaction import Redactor, build_filter
 
@@ -114,10 +115,22 @@ class MemoryRows:
         redactors: extra rules after card masking: callables ``str -> str`` or regular
             expressions whose matches become ``[redacted]``.
         mask_card_numbers: mask Luhn-valid payment card numbers.
+        language: the search language the rows are indexed for
+            (:class:`~adk_sqlstore.search.analysis.Analyzer`).
+
+    Raises:
+        ConfigurationError: an unknown language.
     """
 
-    def __init__(self, redactors: Iterable[Redactor] | None, *, mask_card_numbers: bool) -> None:
+    def __init__(
+        self,
+        redactors: Iterable[Redactor] | None,
+        *,
+        mask_card_numbers: bool,
+        language: str = DEFAULT_LANGUAGE,
+    ) -> None:
         self.filter = build_filter(redactors, mask_cards=mask_card_numbers)
+        self.analyzer = analyzer(language)
 
     def row(
         self,
@@ -153,6 +166,7 @@ class MemoryRows:
         if not filtered.strip():
             return None
         indexed = indexed_text(author, filtered)
+        terms = self.analyzer.index_terms(indexed)
         return {
             "app_name": app_name,
             "user_id": user_id,
@@ -165,7 +179,9 @@ class MemoryRows:
                 exclude_none=True
             ),
             "text": indexed,
-            "token_count": token_count(indexed),
+            "terms": " ".join(terms),
+            "analysis": self.analyzer.signature,
+            "token_count": len(terms),
             "custom_metadata": json.dumps(metadata, ensure_ascii=False, allow_nan=False),
             "search_scope": search_scope(app_name, user_id),
             "update_time": now,

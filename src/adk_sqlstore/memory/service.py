@@ -24,11 +24,13 @@ from ..models import (
     SessionLike,
 )
 from ..search import search_memories
+from ..search.analysis import DEFAULT_LANGUAGE, analyzer
 from ..sessions.codec import CORE_MODELS, SessionCodec, SessionModels
 from ..sessions.reading import read_session, session_key
 from ..sessions.retention import forget_user
 from ..sql import memory as sql
 from ..store import OnStore, Store, write_completes
+from ..urls import pop_parameter
 from ..validation import (
     DEFAULT_MAX_EVENT_BYTES,
     DEFAULT_MAX_STATE_VALUE_BYTES,
@@ -61,6 +63,14 @@ class SqlMemoryService(OnStore):
         models: the session models of the sessions given to
             :meth:`add_session_to_memory` (default: this library's; the ADK classes
             pass ADK's).
+        language: the search language: stemming and stop words of Latin-script
+            words (a Snowball language such as ``"german"``, or ``"simple"`` for
+            neither; default ``"english"``); see :mod:`adk_sqlstore.search.analysis`.
+            Memories indexed in another language are re-indexed by
+            ``adk-sqlstore memory reindex --language ...``.
+
+    Raises:
+        ConfigurationError: an unknown language.
     """
 
     def __init__(
@@ -71,14 +81,20 @@ class SqlMemoryService(OnStore):
         mask_card_numbers: bool = True,
         auto_migrate: bool | None = None,
         models: SessionModels[Any, Any, Any] | None = None,
+        language: str = DEFAULT_LANGUAGE,
     ) -> None:
+        self._rows = MemoryRows(redactors, mask_card_numbers=mask_card_numbers, language=language)
         self._use_store(Store.of(store, auto_migrate=auto_migrate), owns=False)
-        self._rows = MemoryRows(redactors, mask_card_numbers=mask_card_numbers)
         self._codec: SessionCodec[Any, Any, Any] = SessionCodec(
             models if models is not None else CORE_MODELS,
             max_event_bytes=DEFAULT_MAX_EVENT_BYTES,
             max_state_value_bytes=DEFAULT_MAX_STATE_VALUE_BYTES,
         )
+
+    @property
+    def language(self) -> str:
+        """The search language (see the constructor)."""
+        return self._rows.analyzer.language
 
     @classmethod
     def from_url(
@@ -89,13 +105,23 @@ class SqlMemoryService(OnStore):
         redactors: Iterable[Redactor] | None = None,
         mask_card_numbers: bool = True,
         models: SessionModels[Any, Any, Any] | None = None,
+        language: str | None = None,
         **settings: Any,
     ) -> Self:
         """A service on a store of its own (:meth:`adk_sqlstore.Store.from_url`: the URL,
-        ``auto_migrate`` and connection ``settings`` are as there), closed with it."""
+        ``auto_migrate`` and connection ``settings`` are as there), closed with it.
+        The language may also be given in the URL (``?language=german``); the keyword
+        wins."""
+        url, in_url = pop_parameter(url, "language")
+        language = language or in_url or DEFAULT_LANGUAGE
+        analyzer(language)  # an unknown language fails before a store is opened
         store = Store.from_url(url, auto_migrate=auto_migrate, **settings)
         service = cls(
-            store, redactors=redactors, mask_card_numbers=mask_card_numbers, models=models
+            store,
+            redactors=redactors,
+            mask_card_numbers=mask_card_numbers,
+            models=models,
+            language=language,
         )
         service._use_store(store, owns=True)
         return service
@@ -225,15 +251,19 @@ class SqlMemoryService(OnStore):
     ) -> SearchMemoryResponse:
         """Search one user's memories with a natural-language query.
 
-        Stop words are ignored, words are stemmed (English), any term may match, and
+        The query is analysed as memories are indexed
+        (:mod:`adk_sqlstore.search.analysis`, in the service's language): Unicode
+        normalised, case and accents folded, stop words dropped, words stemmed;
+        identifiers (emails, URLs, paths, versions, ``ORD-4471``, ``snake_case``)
+        match whole or by their parts; text without spaces (Chinese, Japanese,
+        Korean, Thai, ...) matches by character bigrams. Any term may match, and
         memories are ranked by BM25 over this user's memories (:mod:`.search.lexical`,
-        the same on both backends); ties go to the more recent memory. The author and
-        the first 100,000 characters of a memory's text are indexed. Words are matched
-        whole (a run of CJK characters is one word); SQLite ignores accents (``cafe``
-        finds ``café``), PostgreSQL does not. No query raises: search syntax, SQL,
-        emoji and very long queries are searched as plain words (cut at 10,000
-        characters); an empty or all-stop-word query finds nothing. Only rows of
-        ``(app_name, user_id)`` are ever read.
+        the same terms and scores on both backends); ties go to the more recent
+        memory (ADK's in-memory service returns the older first). The author and the
+        first 100,000 characters of a memory's text are indexed. No query raises:
+        search syntax, SQL and very long queries are searched as plain words (cut at
+        10,000 characters); an empty or all-stop-word query finds nothing. Only rows
+        of ``(app_name, user_id)`` are ever read.
 
         Returns:
             At most ``limit`` memories (at most 1,000), best first; each carries ``id``,
@@ -251,7 +281,12 @@ class SqlMemoryService(OnStore):
         check_count("limit", limit, least=1)
         async with self._store.transaction(write=False) as conn:
             rows = await search_memories(
-                conn, app_name=app_name, user_id=user_id, query=query, limit=limit
+                conn,
+                app_name=app_name,
+                user_id=user_id,
+                query=query,
+                limit=limit,
+                language=self.language,
             )
         memories = []
         for row, score in rows:

@@ -8,9 +8,9 @@ over the user's own memories only::
     idf(t) = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5)),  norm(d) = 1 - b + b * dl(d) / avgdl
 
 N and avgdl come from ``sqlstore_memory_stats``; df(t) is counted among the user's
-memories by each backend (:mod:`.postgres`, :mod:`.sqlite`). Terms are the dialect's
-own: PostgreSQL's english stemmer and stop words, SQLite FTS5's Porter stemmer with the
-same stop words dropped from the query (:mod:`.text`).
+memories by each backend (:mod:`.postgres`, :mod:`.sqlite`). Terms come from
+:mod:`.analysis` on both backends, for the index and the query alike, and dl is the
+number of a memory's distinct terms, so both backends score alike.
 
 Any term may match. To keep a user with 100,000 memories fast, candidates can be read
 MaxScore-style (Turtle & Flood, "Query evaluation: strategies and optimizations",
@@ -98,11 +98,13 @@ class UserMemories:
     """The reads of one search, over one user's memories (each backend implements
     :meth:`terms` and :meth:`best`, or overrides :meth:`rank`)."""
 
-    def __init__(self, conn: AsyncConnection, app_name: str, user_id: str, query: str) -> None:
+    def __init__(
+        self, conn: AsyncConnection, app_name: str, user_id: str, query_terms: list[str]
+    ) -> None:
         self.conn = conn
         self.params: dict[str, Any] = {"app_name": app_name, "user_id": user_id}
         self.scope = search_scope(app_name, user_id)
-        self.query = query
+        self.query_terms = query_terms
 
     async def rows(self, pks: list[int]) -> dict[int, Row[Any]]:
         """The memories to return, by row key."""

@@ -18,7 +18,6 @@ from ..engine import given_url
 from ..sql.search import (
     PG_CANDIDATES,
     PG_COMMON_LEXEMES,
-    PG_LEXEMES,
     PG_TERM_COUNTS,
     pg_best,
     tsquery_lexeme,
@@ -52,8 +51,10 @@ async def _common_lexemes(conn: AsyncConnection) -> dict[str, float]:
 class PostgresSearch(UserMemories):
     """One search on PostgreSQL (see the module docstring)."""
 
-    def __init__(self, conn: AsyncConnection, app_name: str, user_id: str, query: str) -> None:
-        super().__init__(conn, app_name, user_id, query)
+    def __init__(
+        self, conn: AsyncConnection, app_name: str, user_id: str, query_terms: list[str]
+    ) -> None:
+        super().__init__(conn, app_name, user_id, query_terms)
         self._every_match: list[Candidate] | None = None
         self._read_terms: list[str] = []
 
@@ -64,8 +65,7 @@ class PostgresSearch(UserMemories):
         n = stats[0]
         if n > EXACT_DF:
             return await self._counted_terms(n), *stats
-        rows = await self.conn.execute(PG_LEXEMES, {"query": self.query})
-        terms = [Term(term, 0) for (term,) in rows]
+        terms = [Term(term, 0) for term in self.query_terms]
         if terms:
             self._every_match = await self._every_match_of(terms)
             self._read_terms = [t.text for t in terms]
@@ -84,7 +84,7 @@ class PostgresSearch(UserMemories):
         very common words, which is small either way.
         """
         shares = await _common_lexemes(self.conn)
-        lexemes = [term for (term,) in await self.conn.execute(PG_LEXEMES, {"query": self.query})]
+        lexemes = self.query_terms
         estimated = {t: round(shares.get(t, 0.0) * n) for t in lexemes}
         to_count = [t for t in lexemes if estimated[t] < EXACT_DF]
         counted: dict[str, int] = {}

@@ -1,4 +1,5 @@
-"""Search on SQLite: FTS5 (Porter stemmer), ranked by :mod:`.lexical`.
+"""Search on SQLite: FTS5 over the analysed terms (:mod:`.analysis`), ranked by
+:mod:`.lexical`.
 
 FTS5 reads are restricted to the user's rows by their scope token in the MATCH
 expression, so no other user's postings are read. All matching rows are scored in one
@@ -13,7 +14,6 @@ from typing import Any
 
 from ..sql.search import fts5_match, sqlite_rank, sqlite_term_counts
 from .lexical import BM25_B, BM25_K1, Scored, Term, UserMemories
-from .text import query_terms
 
 __all__ = ["SqliteSearch"]
 
@@ -27,7 +27,7 @@ class SqliteSearch(UserMemories):
         stats = await self.stats()
         if stats is None:
             return None
-        words = query_terms(self.query)
+        words = self.query_terms
         found: list[Term] = []
         for start in range(0, len(words), _TERMS_PER_STATEMENT):
             chunk = words[start : start + _TERMS_PER_STATEMENT]

@@ -1,10 +1,5 @@
-"""Text for memory: what an event says, the indexed form, and query terms.
-
-PostgreSQL stems and drops stop words itself (the ``english`` text search
-configuration); for SQLite's FTS5 (Porter stemmer) the stop words are dropped from
-queries here, with the same list PostgreSQL uses (Snowball's English list), so both
-backends treat a question such as "What sport do I like?" alike.
-"""
+"""Text for memory: what an event says, the form it is indexed under (analysed into
+terms by :mod:`.analysis`), and the user's scope token."""
 
 from __future__ import annotations
 
@@ -15,12 +10,9 @@ from typing import Any
 __all__ = [
     "MAX_INDEXED_CHARS",
     "MAX_QUERY_CHARS",
-    "STOP_WORDS",
     "indexed_text",
-    "query_terms",
     "search_scope",
     "text_of",
-    "token_count",
     "valid_unicode",
 ]
 
@@ -30,19 +22,6 @@ MAX_INDEXED_CHARS = 100_000
 MAX_QUERY_CHARS = 10_000
 """Longest query searched; the rest of a longer query is ignored."""
 
-# Snowball's English stop words: PostgreSQL's tsearch_data/english.stop.
-STOP_WORDS = frozenset(
-    """i me my myself we our ours ourselves you your yours yourself yourselves he him his
-    himself she her hers herself it its itself they them their theirs themselves what which
-    who whom this that these those am is are was were be been being have has had having do
-    does did doing a an the and but if or because as until while of at by for with about
-    against between into through during before after above below to from up down in out on
-    off over under again further then once here there when where why how all any both each
-    few more most other some such no nor not only own same so than too very s t can will
-    just don should now""".split()
-)
-
-_WORD = re.compile(r"\w+")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -63,18 +42,6 @@ def indexed_text(author: str | None, text: str) -> str:
     question naming the speaker ("What did Caroline research?") finds their turns."""
     body = f"{author}: {text}" if author else text
     return body.replace("\x00", " ")[:MAX_INDEXED_CHARS]
-
-
-def query_terms(query: str) -> list[str]:
-    """Lower-cased words of ``query`` without stop words and duplicates, in order."""
-    words = _WORD.findall(query[:MAX_QUERY_CHARS].lower())
-    return list(dict.fromkeys(w for w in words if w not in STOP_WORDS))
-
-
-def token_count(text: str) -> int:
-    """The BM25 length of an indexed text: its distinct words, stop words left out
-    (as PostgreSQL's ``length(tsvector)`` counts distinct lexemes)."""
-    return len({w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS})
 
 
 def search_scope(app_name: str, user_id: str) -> str:

@@ -32,12 +32,22 @@ _MEMORY_UPDATABLE = (
     "timestamp",
     "content",
     "text",
+    "terms",
+    "analysis",
     "token_count",
     "custom_metadata",
     "search_scope",
     "update_time",
 )
-_MEMORY_COMPARED = ("session_id", "event_id", "author", "timestamp", "content", "custom_metadata")
+_MEMORY_COMPARED = (
+    "session_id",
+    "event_id",
+    "author",
+    "timestamp",
+    "content",
+    "custom_metadata",
+    "analysis",
+)
 
 
 async def memory_ids_of_session(

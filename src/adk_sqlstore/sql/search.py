@@ -16,7 +16,6 @@ __all__ = [
     "MEMORY_STATS",
     "PG_CANDIDATES",
     "PG_COMMON_LEXEMES",
-    "PG_LEXEMES",
     "PG_TERM_COUNTS",
     "fts5_match",
     "pg_best",
@@ -46,9 +45,6 @@ def tsquery_lexeme(term: str) -> str:
     """A lexeme as tsquery text: quoted, so that no character is query syntax."""
     return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
 
-
-PG_LEXEMES = text("SELECT DISTINCT lexeme FROM unnest(to_tsvector('english'::regconfig, :query))")
-"""The query's lexemes (PostgreSQL's english stemmer, stop words dropped)."""
 
 PG_TERM_COUNTS = text(r"""
 SELECT t.term, (
@@ -130,7 +126,7 @@ def _fts5_string(term: str) -> str:
 def fts5_match(scope: str, term: str) -> str:
     """An FTS5 MATCH expression for ``term`` among the rows of one user's scope token
     (both quoted: no character is query syntax)."""
-    return f"search_scope : {_fts5_string(scope)} AND text : {_fts5_string(term)}"
+    return f"search_scope : {_fts5_string(scope)} AND terms : {_fts5_string(term)}"
 
 
 def sqlite_term_counts(terms: int) -> TextClause:

@@ -1,0 +1,364 @@
+"""Text analysis for memory search: one pipeline, in Python, for what is indexed and
+for the query, on every backend.
+
+Both backends store the terms made here (space-separated, in the ``terms`` column):
+PostgreSQL turns them into a ``tsvector`` with ``array_to_tsvector`` (no parser, no
+dictionary of its own), SQLite's FTS5 splits them at spaces only (its ``ascii``
+tokenizer with every connector character a token character). A query is analysed by
+the same :class:`Analyzer`, so both backends see identical terms and give identical
+answers.
+
+The steps, for each memory and each query:
+
+1. **Unicode normalisation**: NFKC (composed and decomposed text index alike;
+   full-width forms and ligatures become plain letters), then case folding
+   (``ß`` -> ``ss``).
+2. **Accent folding** in Latin, Greek, Cyrillic, Arabic and Hebrew words: combining
+   marks are dropped (``café`` -> ``cafe``, Arabic harakat, Hebrew niqqud; Cyrillic
+   ``й`` keeps its breve), and a few letters without a decomposition fold to their
+   base (``ø``, ``æ``, ``ł``, ...). Scripts whose marks are letters (Devanagari, Thai,
+   ...) keep them. The stored content is never changed: only the index terms are.
+3. **Identifiers**: a run of word characters joined by ``. @ / \\ : - _ + # ~ % = ? &``
+   (an email, URL, path, version, ``ORD-4471``, ``snake_case_name``; not a word
+   compound of letters and hyphens such as ``self-care``) is indexed whole,
+   then by its segments between ``/ \\ @ : ? & =`` (``example.com``, ``report.pdf``),
+   then by its words (``jane``, ``doe``, ``example``, ``com``), then the parts of a
+   word in mixed case (``CamelCase`` -> ``camel``, ``case``). A dotted version also gives its
+   prefixes (``3.12.1`` -> ``3.12``); digits joined by ``-`` also give the digits
+   alone (``555-0142`` -> ``5550142``). A query is analysed the same way, so a query
+   for a part finds the whole, and a query for the whole matches every level: the
+   exact whole term is rarer than its parts, so BM25 ranks exact whole matches first.
+4. **Scripts without spaces** (Han, Hiragana, Katakana, Hangul, Thai, Lao, Khmer,
+   Myanmar): each run of one script is a term (Japanese katakana loanwords, kanji
+   compounds, Korean words with their particles); every two adjacent characters are a
+   term (character bigrams: any query of two or more characters found inside a
+   memory matches it), and each Han and Hangul character is a term in the index (a
+   one-character query). Latin runs inside such text (``私はPythonを使う``) are words
+   of their own.
+5. **Stop words and stemming**, per word: the language's stop words are dropped and
+   the word is reduced to its Snowball stem. The language is the service's
+   (``language="german"``; English by default) for Latin-script words; words in a
+   script with one Snowball language use that language's stemmer whatever the
+   setting (Cyrillic: Russian, Greek, Arabic, Armenian, Devanagari: Hindi, Tamil), so
+   that ``книги`` finds ``книга`` in an English app. ``"simple"`` turns stemming and
+   stop words off. Identifiers (whole) and numbers are never stemmed.
+6. **Emoji**: each pictographic character is a term (``🎉`` finds ``🎉🎉``).
+
+Libraries, chosen by quality and install footprint:
+
+- `regex <https://pypi.org/project/regex/>`_ (0.8 MB wheels on every platform) for
+  Unicode word characters (the standard library's ``re`` leaves combining marks out
+  of ``\\w``, which splits Hindi and vowelled Arabic words) and script properties;
+- `PyStemmer <https://pypi.org/project/PyStemmer/>`_ (0.7 MB wheels), the Snowball
+  project's own C stemmers for 35 languages, the algorithms PostgreSQL's ``english``
+  configuration uses, about ten times faster than the pure-Python snowballstemmer;
+- Snowball's stop word lists (the files PostgreSQL ships in ``tsearch_data``, BSD
+  licence), in :mod:`adk_sqlstore.search` as data, for the 15 languages that have one.
+
+No dictionary segmenter is shipped: PyICU (whose BreakIterator segments Chinese,
+Japanese and the South-East Asian scripts) has no wheels and needs the system's ICU
+and a compiler; jieba (19 MB, Chinese only) takes about a second to load its
+dictionary in every process; PyThaiNLP pulls in much more. Character bigrams are what
+Lucene's CJK analyzer and PostgreSQL's pg_bigm index; they find every substring of
+two or more characters in every such script, which a segmenter alone does not (a
+query that cuts a word differently from the segmenter finds nothing).
+"""
+
+from __future__ import annotations
+
+import threading
+import unicodedata
+from functools import cache, lru_cache
+from importlib import resources
+
+import regex
+import Stemmer
+
+from ..errors import ConfigurationError
+
+__all__ = [
+    "ANALYSIS_VERSION",
+    "DEFAULT_LANGUAGE",
+    "LANGUAGES",
+    "MAX_TERMS_BYTES",
+    "MAX_TERM_CHARS",
+    "Analyzer",
+    "analyzer",
+    "stop_words",
+]
+
+ANALYSIS_VERSION = 1
+"""Bumped whenever the terms made from a text change; rows analysed by an older
+version (or another language) are re-indexed by ``adk-sqlstore memory reindex``."""
+
+DEFAULT_LANGUAGE = "english"
+LANGUAGES: tuple[str, ...] = (
+    *sorted(a for a in Stemmer.algorithms() if a not in ("porter", "dutch_porter")),
+    "simple",
+)
+"""Languages an :class:`Analyzer` takes: Snowball's, and ``"simple"`` (no stemming,
+no stop words)."""
+
+MAX_TERM_CHARS = 255
+"""Longest term indexed; a longer word or identifier is indexed by its parts only."""
+MAX_TERMS_BYTES = 600_000
+"""Index terms of one memory, in UTF-8 bytes (within PostgreSQL's 1 MB ``tsvector``);
+terms past it (of a text near :data:`~.text.MAX_INDEXED_CHARS`) are not indexed."""
+
+# Scripts written without spaces between words, and those whose single characters
+# are words or syllables (indexed alone too).
+_UNSPACED = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}\u30fc"
+_SCRIPT_RUN = regex.compile(
+    r"[\p{Han}]+|[\p{Hiragana}]+|[\p{Katakana}\u30fc]+|[\p{Hangul}]+|[\p{Thai}]+"
+    r"|[\p{Lao}]+|[\p{Khmer}]+|[\p{Myanmar}]+"
+)
+_SINGLE = regex.compile(r"[\p{Han}\p{Hangul}]")
+_LONGEST_RUN_TERM = 16  # a longer run of one script is a clause, not a word
+
+_CHUNK = regex.compile(r"[\w.@/\\:\-+#~%=?&]+|\p{Extended_Pictographic}")
+_EDGE = ".@/\\:-+#~%=?&_"
+_SEGMENT_SPLIT = regex.compile(r"[/\\@:?&=]+")
+_WORD = regex.compile(r"[^\W_]+")
+_COMPOUND = regex.compile(r"[^\W\d_]+(?:-[^\W\d_]+)+")  # self-care: words, not an identifier
+_SPACED_OR_UNSPACED = regex.compile(rf"[{_UNSPACED}]+|[^{_UNSPACED}]+")
+_UNSPACED_RUN = regex.compile(rf"[{_UNSPACED}]")
+_PARTS = regex.compile(
+    r"\p{Lu}+(?=\p{Lu}[\p{Ll}\p{M}])|\p{Lu}?[\p{Ll}\p{M}]+|\p{Lu}+\p{M}*|\p{N}+"
+    r"|[^\p{Lu}\p{Ll}\p{N}]+"
+)
+_VERSION = regex.compile(r"\d+(?:\.\d+)+")
+_DASHED_DIGITS = regex.compile(r"\d+(?:-\d+)+")
+_PICTOGRAPH = regex.compile(r"\p{Extended_Pictographic}")
+
+# Accent folding: scripts whose combining marks are accents, and letters without a
+# Unicode decomposition that fold like accented ones.
+_FOLDED_SCRIPTS = regex.compile(r"[\p{Latin}\p{Greek}\p{Cyrillic}\p{Arabic}\p{Hebrew}]")
+_CYRILLIC = regex.compile(r"\p{Cyrillic}")
+_BREVE = "\u0306"
+_LETTERS = str.maketrans({"ø": "o", "đ": "d", "ł": "l", "ħ": "h", "ı": "i", "æ": "ae", "œ": "oe"})
+
+# The stemmer for a word by its script: Latin words take the service's language; a
+# script with one Snowball language takes it whatever the setting.
+_SCRIPT_STEMMERS = {
+    "Cyrillic": "russian",
+    "Greek": "greek",
+    "Arabic": "arabic",
+    "Armenian": "armenian",
+    "Devanagari": "hindi",
+    "Tamil": "tamil",
+}
+_LANGUAGE_SCRIPTS = {
+    "russian": "Cyrillic",
+    "serbian": "Cyrillic",
+    "greek": "Greek",
+    "arabic": "Arabic",
+    "persian": "Arabic",
+    "armenian": "Armenian",
+    "hindi": "Devanagari",
+    "nepali": "Devanagari",
+    "tamil": "Tamil",
+    "yiddish": "Hebrew",
+}
+_SCRIPT_OF = {s: regex.compile(rf"\p{{{s}}}") for s in ("Latin", *_SCRIPT_STEMMERS, "Hebrew")}
+
+
+def fold(term: str) -> str:
+    """A case-folded term with its accents folded (see the module docstring)."""
+    term = term.casefold()
+    if term.isascii():
+        return term
+    if _FOLDED_SCRIPTS.search(term) is None:
+        return term
+    out: list[str] = []
+    base = ""
+    for ch in unicodedata.normalize("NFD", term):
+        if unicodedata.combining(ch) and _FOLDED_SCRIPTS.match(base):
+            if ch == _BREVE and _CYRILLIC.match(base):
+                out.append(ch)
+            continue
+        base = ch
+        out.append(ch)
+    return unicodedata.normalize("NFC", "".join(out)).translate(_LETTERS)
+
+
+@cache
+def stop_words(language: str) -> frozenset[str]:
+    """The language's Snowball stop words, folded as index terms are (empty for a
+    language without a list)."""
+    data = resources.files(__package__).joinpath("stopwords", f"{language}.txt")
+    if not data.is_file():
+        return frozenset()
+    return frozenset(fold(w.strip()) for w in data.read_text("utf-8").split() if w.strip())
+
+
+class _Stemmers(threading.local):
+    """PyStemmer objects are not thread-safe: one set per thread."""
+
+    def __init__(self) -> None:
+        self.by_language: dict[str, Stemmer.Stemmer] = {}
+
+    def stem(self, language: str, word: str) -> str:
+        stemmer = self.by_language.get(language)
+        if stemmer is None:
+            stemmer = self.by_language[language] = Stemmer.Stemmer(language)
+        return str(stemmer.stemWord(word))
+
+
+_stemmers = _Stemmers()
+
+
+class Analyzer:
+    """The text-analysis pipeline for one language (see the module docstring).
+
+    Args:
+        language: a Snowball language (:data:`LANGUAGES`), or ``"simple"``.
+
+    Raises:
+        ConfigurationError: an unknown language.
+    """
+
+    def __init__(self, language: str = DEFAULT_LANGUAGE) -> None:
+        if language not in LANGUAGES:
+            raise ConfigurationError(
+                f"unknown search language {language!r}; use one of: {', '.join(LANGUAGES)}"
+            )
+        self.language = language
+        self.signature = f"{ANALYSIS_VERSION}:{language}"
+        """Stored with each memory: the analysis its terms come from."""
+        self._stop = stop_words(language) if language != "simple" else frozenset()
+        own_script = _LANGUAGE_SCRIPTS.get(language, "Latin")
+        self._script_stemmers = (
+            {}
+            if language == "simple"
+            else {
+                **_SCRIPT_STEMMERS,
+                "Latin": language if own_script == "Latin" else DEFAULT_LANGUAGE,
+                own_script: language,
+            }
+        )
+
+    def index_terms(self, text: str) -> list[str]:
+        """The distinct terms ``text`` is indexed under, in order of first appearance,
+        at most :data:`MAX_TERMS_BYTES` of them."""
+        terms: dict[str, None] = {}
+        size = 0
+        for term in self._terms(text, query=False):
+            if term not in terms:
+                size += len(term.encode()) + 8
+                if size > MAX_TERMS_BYTES:
+                    break
+                terms[term] = None
+        return list(terms)
+
+    def query_terms(self, query: str) -> list[str]:
+        """The distinct terms a query searches for, in order (no term: nothing is
+        found). A one-character run of Han or Hangul searches for that character;
+        longer runs search for their bigrams and runs."""
+        return list(dict.fromkeys(self._terms(query, query=True)))
+
+    # -- the pipeline -------------------------------------------------------------------
+
+    def _terms(self, text: str, *, query: bool) -> list[str]:
+        out: list[str] = []
+        for match in _CHUNK.finditer(unicodedata.normalize("NFKC", text)):
+            chunk = match.group()
+            if _PICTOGRAPH.fullmatch(chunk):
+                out.append(chunk)
+                continue
+            chunk = _trim(chunk)
+            if chunk:
+                self._identifier(chunk, out, query=query)
+        return out
+
+    def _identifier(self, chunk: str, out: list[str], *, query: bool) -> None:
+        """Terms of one chunk: whole, segments, words (see the module docstring)."""
+        words = _WORD.findall(chunk)
+        if (len(words) != 1 or words[0] != chunk) and not _COMPOUND.fullmatch(chunk):
+            _whole(fold(chunk), out)
+            segments = [s for s in map(_trim, _SEGMENT_SPLIT.split(chunk)) if s]
+            if len(segments) > 1:
+                for segment in segments:
+                    if len(_WORD.findall(segment)) > 1:
+                        _whole(fold(segment), out)
+            for pattern in (_VERSION, _DASHED_DIGITS):
+                if pattern.fullmatch(chunk):
+                    _variants(chunk, out, dashed=pattern is _DASHED_DIGITS)
+        for word in words:
+            for run in _SPACED_OR_UNSPACED.findall(word):
+                if _UNSPACED_RUN.match(run):
+                    _unspaced(run, out, query=query)
+                else:
+                    self._word(run, out)
+
+    def _word(self, word: str, out: list[str]) -> None:
+        """A word of a spaced script, with its parts if it is in mixed case
+        (``CamelCaseName``, ``iPhone15``; not ``r2d2`` or a hex digest)."""
+        self._stemmed(word, out)
+        parts = _PARTS.findall(word) if not (word.islower() or word.isupper()) else []
+        if len(parts) > 1:
+            for part in parts:
+                self._stemmed(part, out)
+
+    def _stemmed(self, word: str, out: list[str]) -> None:
+        folded = fold(word)
+        if folded in self._stop or len(folded) > MAX_TERM_CHARS:
+            return
+        if not folded.isdigit():
+            language = self._stemmer_for(folded)
+            if language is not None:
+                folded = _stemmers.stem(language, folded)
+        out.append(folded)
+
+    def _stemmer_for(self, word: str) -> str | None:
+        for script, language in self._script_stemmers.items():
+            if _SCRIPT_OF[script].match(word):
+                return language
+        return None
+
+
+def _trim(chunk: str) -> str:
+    """A chunk without connectors at its ends (keeping ``c++`` and ``c#``)."""
+    core = chunk.strip(_EDGE)
+    if not core:
+        return ""
+    tail = chunk[chunk.find(core) + len(core) :]
+    if tail[:1] in ("+", "#") and core[-1:].isalpha():
+        keep = len(tail) - len(tail.lstrip(tail[0]))
+        core += tail[: min(keep, 2)]
+    return core
+
+
+def _whole(term: str, out: list[str]) -> None:
+    if len(term) <= MAX_TERM_CHARS:
+        out.append(term)
+
+
+def _variants(chunk: str, out: list[str], *, dashed: bool) -> None:
+    """A version's shorter prefixes (``3.12`` of ``3.12.1``), or dashed digits
+    joined (``5550142`` of ``555-0142``)."""
+    if dashed:
+        _whole(chunk.replace("-", ""), out)
+        return
+    numbers = chunk.split(".")
+    for end in range(2, len(numbers)):
+        out.append(".".join(numbers[:end]))
+
+
+def _unspaced(run: str, out: list[str], *, query: bool) -> None:
+    """Terms of a run of scripts without spaces (see the module docstring)."""
+    for script_run in _SCRIPT_RUN.findall(run):
+        if len(script_run) <= _LONGEST_RUN_TERM:
+            out.append(script_run)
+    out.extend(run[i : i + 2] for i in range(len(run) - 1))
+    if not query or len(run) == 1:
+        out.extend(ch for ch in run if _SINGLE.match(ch))
+
+
+@lru_cache(maxsize=64)
+def analyzer(language: str = DEFAULT_LANGUAGE) -> Analyzer:
+    """The (shared, thread-safe) :class:`Analyzer` for ``language``.
+
+    Raises:
+        ConfigurationError: an unknown language.
+    """
+    return Analyzer(language)
