@@ -335,3 +335,75 @@ def test_alembic_offline_sql_works_on_sqlite(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "CREATE VIRTUAL TABLE sqlstore_memories_fts" in done.stdout
+
+
+async def test_0004_reindexes_memories_written_before_it(empty_url: str) -> None:
+    """Memories stored under 0003 (indexed by each backend's own parser) are analysed
+    by 0004 in batches: found by identifier parts and inside unspaced text on both
+    backends, with the per-user statistics recounted; down to 0003 and up again."""
+    from sqlalchemy import text
+
+    from adk_sqlstore import MemoryEntry
+    from adk_sqlstore.search.analysis import analyzer
+    from adk_sqlstore.search.text import search_scope
+
+    stored = ["write to jane.doe@example.com", "私はPythonを使う", "Fußball"] * 700
+    engine = create_engine(empty_url)
+    try:
+        await upgrade(engine, "0003")
+        async with engine.begin() as conn:
+            await conn.execute(
+                text(
+                    "INSERT INTO sqlstore_memories (app_name, user_id, id, timestamp, content,"
+                    " text, token_count, custom_metadata, search_scope, update_time)"
+                    " VALUES ('app', 'u', :id, 1.0, :content, :text, 3, '{}', :scope, 1.0)"
+                ),
+                [
+                    {
+                        "id": f"m{n}",
+                        "content": f'{{"parts":[{{"text":"{t}"}}]}}',
+                        "text": t,
+                        "scope": search_scope("app", "u"),
+                    }
+                    for n, t in enumerate(stored)
+                ],
+            )
+        await upgrade(engine)
+        async with engine.connect() as conn:
+            stats = (
+                await conn.execute(
+                    text("SELECT doc_count, lexeme_count FROM sqlstore_memory_stats")
+                )
+            ).one()
+            signatures = (
+                await conn.execute(text("SELECT DISTINCT analysis FROM sqlstore_memories"))
+            ).all()
+        lengths = [len(analyzer().index_terms(t)) for t in stored]
+        assert tuple(stats) == (len(stored), sum(lengths))
+        assert signatures == [(analyzer().signature,)]
+        async with SqlMemoryService(engine) as memory:
+            for query, want in [
+                ("example", stored[0]),
+                ("python", stored[1]),
+                ("fussball", stored[2]),
+            ]:
+                found = await memory.search_memory(
+                    app_name="app", user_id="u", query=query, limit=1
+                )
+                assert [p.text for m in found.memories for p in m.content.parts or []] == [want]
+            await memory.add_memory(
+                app_name="app",
+                user_id="u",
+                memories=[MemoryEntry(content={"parts": [{"text": "ok"}]})],
+            )
+        await downgrade(engine, "0003")
+        async with engine.connect() as conn:
+            count = (
+                await conn.execute(text("SELECT doc_count FROM sqlstore_memory_stats"))
+            ).scalar()
+        assert count == len(stored) + 1
+        await upgrade(engine)
+        async with engine.connect() as conn:
+            assert await conn.run_sync(_diff) == []
+    finally:
+        await engine.dispose()

@@ -1,4 +1,4 @@
-"""Commands on memory: ``memory search``, ``memory ingest-idle``."""
+"""Commands on memory: ``memory search``, ``memory ingest-idle``, ``memory reindex``."""
 
 from __future__ import annotations
 
@@ -21,7 +21,17 @@ from .common import (
     run_command,
 )
 
-__all__ = ["memory_ingest_idle", "memory_search"]
+__all__ = ["memory_ingest_idle", "memory_reindex", "memory_search"]
+
+LanguageOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="LANGUAGE",
+        help="Search language: a Snowball language (english, german, french, ...) or"
+        " 'simple' (no stemming or stop words); default: ?language= in the URL, else"
+        " english.",
+    ),
+]
 
 
 @memory_app.command("search")
@@ -35,11 +45,12 @@ def memory_search(
         int, typer.Option(metavar="N", min=1, max=1000, help="Most results to show.")
     ] = 10,
     url: UrlOption = None,
+    language: LanguageOption = None,
 ) -> None:
     """Search one user's memories; prints score, time, author and text, best first."""
 
     async def run() -> None:
-        async with SqlMemoryService.from_url(database(url)) as memory:
+        async with SqlMemoryService.from_url(database(url), language=language) as memory:
             found = await memory.search_memory(
                 app_name=app_name, user_id=user, query=query, limit=limit
             )
@@ -116,3 +127,39 @@ def memory_ingest_idle(
             error(f"not ingested: {line}")
         error(f"{total.failed} session(s) could not be ingested")
         raise typer.Exit(1)
+
+
+@memory_app.command("reindex")
+def memory_reindex(
+    language: LanguageOption = None,
+    app_name: Annotated[
+        str | None, typer.Option("--app", metavar="APP", help="Only this app.")
+    ] = None,
+    batch_size: Annotated[
+        int, typer.Option(metavar="N", min=1, max=100_000, help="Memories per transaction.")
+    ] = 1000,
+    url: UrlOption = None,
+) -> None:
+    """Index memories again from their stored text, for a search language or after an
+    upgrade that changed the text analysis.
+
+    Memories already indexed for the language by this version are skipped, so it can
+    be run again or resumed after an interruption; each batch is one transaction.
+    Services searching these memories should use the same language
+    (SqlMemoryService(language=...), or ?language= in the URL).
+    """
+
+    async def run() -> tuple[int, str]:
+        async with SqlMemoryService.from_url(database(url), language=language) as memory:
+            pending = await memory.count_to_reindex(app_name=app_name)
+            with progress_bar("re-indexing", "memories") as progress:
+                task = progress.add_task("reindex", total=pending)
+                done = await memory.reindex(
+                    app_name=app_name,
+                    batch_size=batch_size,
+                    on_batch=lambda n: progress.update(task, advance=n),
+                )
+            return done, memory.language
+
+    done, used = run_command(run())
+    consoles.out.print(f"re-indexed {done} memories for search language {used!r}")

@@ -41,6 +41,7 @@ from ..validation import (
 )
 from .ingestion import IngestReport, idle_sessions, ingest_each, ingest_session
 from .redaction import Redactor
+from .reindex import DEFAULT_REINDEX_BATCH, count_to_reindex, reindex
 from .rows import MemoryRows, as_models, check_metadata, iso_time, memory_id
 
 __all__ = ["SqlMemoryService"]
@@ -302,6 +303,49 @@ class SqlMemoryService(OnStore):
                 )
             )
         return SearchMemoryResponse(memories=memories)
+
+    # -- re-indexing --------------------------------------------------------------------
+
+    async def count_to_reindex(
+        self, *, language: str | None = None, app_name: str | None = None
+    ) -> int:
+        """How many memories :meth:`reindex` would re-index (same arguments)."""
+        return await count_to_reindex(
+            self._store, language=language or self.language, app_name=app_name
+        )
+
+    @write_completes
+    async def reindex(
+        self,
+        *,
+        language: str | None = None,
+        app_name: str | None = None,
+        batch_size: int = DEFAULT_REINDEX_BATCH,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> int:
+        """Index memories again from their stored text, for ``language`` (default: the
+        service's) with this version's text analysis; memories already indexed so are
+        skipped (idempotent, resumable). A batch of ``batch_size`` memories is one
+        transaction; ``on_batch(n)`` is called after each. Spans every user of
+        ``app_name`` (or of every app): an administrative operation.
+
+        Returns:
+            How many memories were re-indexed.
+
+        Raises:
+            ConfigurationError: an unknown language.
+            InvalidArgumentError: ``batch_size`` is not 1 or more.
+        """
+        check_count("batch_size", batch_size, least=1)
+        if app_name is not None:
+            check_identifier("app_name", app_name)
+        return await reindex(
+            self._store,
+            language=language or self.language,
+            app_name=app_name,
+            batch_size=batch_size,
+            on_batch=on_batch,
+        )
 
     # -- forgetting ---------------------------------------------------------------------
 

@@ -84,6 +84,7 @@ __all__ = [
     "MAX_TERM_CHARS",
     "Analyzer",
     "analyzer",
+    "fold",
     "stop_words",
 ]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import and_, delete, func, or_, select, tuple_
+from sqlalchemy import and_, bindparam, delete, func, or_, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..schema import memories, memory_ingestions, sessions
@@ -17,11 +17,14 @@ from .constructs import chunks, upsert
 
 __all__ = [
     "count_idle_sessions",
+    "count_memories_to_reindex",
     "delete_memories",
     "delete_memories_by_pk",
     "idle_sessions",
+    "memories_to_reindex",
     "memory_ids_of_session",
     "record_ingestion",
+    "set_terms",
     "upsert_memories",
 ]
 
@@ -198,3 +201,61 @@ async def delete_memories(
         result = await conn.execute(delete(memories).where(*conditions, memories.c.id.in_(chunk)))
         deleted += result.rowcount
     return deleted
+
+
+def _not_analysed_as(signature: str, app_name: str | None) -> list[Any]:
+    conditions = [memories.c.analysis != signature]
+    if app_name is not None:
+        conditions.append(memories.c.app_name == app_name)
+    return conditions
+
+
+async def count_memories_to_reindex(
+    conn: AsyncConnection, *, signature: str, app_name: str | None
+) -> int:
+    """How many memories (of ``app_name``, or all) were not analysed as ``signature``."""
+    stmt = select(func.count()).where(*_not_analysed_as(signature, app_name))
+    return int((await conn.execute(stmt.select_from(memories))).scalar_one())
+
+
+async def memories_to_reindex(
+    conn: AsyncConnection, *, signature: str, app_name: str | None, after: int, limit: int
+) -> list[tuple[int, str]]:
+    """Up to ``limit`` memories not analysed as ``signature``, as ``(pk, text)`` in
+    row-key order after ``after`` (keyset pagination)."""
+    stmt = (
+        select(memories.c.pk, memories.c.text)
+        .where(*_not_analysed_as(signature, app_name), memories.c.pk > after)
+        .order_by(memories.c.pk)
+        .limit(limit)
+    )
+    return [(int(pk), str(text)) for pk, text in (await conn.execute(stmt)).all()]
+
+
+_SET_TERMS = (
+    update(memories)
+    .where(memories.c.pk == bindparam("row_pk"))
+    .values(
+        terms=bindparam("new_terms"),
+        token_count=bindparam("new_token_count"),
+        analysis=bindparam("new_analysis"),
+    )
+)
+
+
+async def set_terms(conn: AsyncConnection, rows: Sequence[tuple[int, list[str], str]]) -> None:
+    """Store memories' index terms: ``(pk, terms, analysis signature)`` each (the
+    search index and per-user statistics follow by the migrations' triggers)."""
+    if rows:
+        await conn.execute(
+            _SET_TERMS,
+            [
+                {
+                    "row_pk": pk,
+                    "new_terms": " ".join(terms),
+                    "new_token_count": len(terms),
+                    "new_analysis": signature,
+                }
+                for pk, terms, signature in rows
+            ],
+        )

@@ -1,0 +1,63 @@
+"""Re-indexing memories: their index terms made again from their stored text, for a
+new version of the text analysis or another search language.
+
+Each batch of rows is one transaction, read in row-key order and written back with
+the terms of :class:`~adk_sqlstore.search.analysis.Analyzer`; a row already analysed
+as the target is skipped, so running it again (or after an interruption) only does
+what is left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..search.analysis import analyzer
+from ..sql import memory as sql
+from ..store import Store
+
+__all__ = ["DEFAULT_REINDEX_BATCH", "count_to_reindex", "reindex"]
+
+DEFAULT_REINDEX_BATCH = 1_000
+"""Memories re-indexed per transaction."""
+
+
+async def count_to_reindex(store: Store, *, language: str, app_name: str | None) -> int:
+    """How many memories (of ``app_name``, or all) are not indexed for ``language``
+    by this version of the analysis."""
+    signature = analyzer(language).signature
+    async with store.transaction(write=False) as conn:
+        return await sql.count_memories_to_reindex(conn, signature=signature, app_name=app_name)
+
+
+async def reindex(
+    store: Store,
+    *,
+    language: str,
+    app_name: str | None,
+    batch_size: int = DEFAULT_REINDEX_BATCH,
+    on_batch: Callable[[int], None] | None = None,
+) -> int:
+    """Re-index every memory (of ``app_name``, or all) not indexed for ``language``
+    by this version of the analysis; ``on_batch(rows)`` after each committed batch.
+
+    Returns:
+        How many memories were re-indexed.
+
+    Raises:
+        ConfigurationError: an unknown language.
+    """
+    target = analyzer(language)
+    after, done = -1, 0
+    while True:
+        async with store.transaction(write=True) as conn:
+            rows = await sql.memories_to_reindex(
+                conn, signature=target.signature, app_name=app_name, after=after, limit=batch_size
+            )
+            await sql.set_terms(
+                conn, [(pk, target.index_terms(text), target.signature) for pk, text in rows]
+            )
+        if not rows:
+            return done
+        after, done = rows[-1][0], done + len(rows)
+        if on_batch is not None:
+            on_batch(len(rows))
