@@ -19,15 +19,16 @@ The steps, for each memory and each query:
    base (``ø``, ``æ``, ``ł``, ...). Scripts whose marks are letters (Devanagari, Thai,
    ...) keep them. The stored content is never changed: only the index terms are.
 3. **Identifiers**: a run of word characters joined by ``. @ / \\ : - _ + # ~ % = ? &``
-   (an email, URL, path, version, ``ORD-4471``, ``snake_case_name``; not a word
-   compound of letters and hyphens such as ``self-care``) is indexed whole,
+   (an email, URL, path, version, ``ORD-4471``, ``snake_case_name``) is indexed whole,
    then by its segments between ``/ \\ @ : ? & =`` (``example.com``, ``report.pdf``),
    then by its words (``jane``, ``doe``, ``example``, ``com``), then the parts of a
-   word in mixed case (``CamelCase`` -> ``camel``, ``case``). A dotted version also gives its
-   prefixes (``3.12.1`` -> ``3.12``); digits joined by ``-`` also give the digits
-   alone (``555-0142`` -> ``5550142``). A query is analysed the same way, so a query
-   for a part finds the whole, and a query for the whole matches every level: the
-   exact whole term is rarer than its parts, so BM25 ranks exact whole matches first.
+   word in mixed case (``CamelCase`` -> ``camel``, ``case``). A dotted version also
+   gives its prefixes (``3.12.1`` -> ``3.12``); digits joined by ``-`` also give the
+   digits alone (``555-0142`` -> ``5550142``). Letters joined by hyphens are words,
+   not an identifier: ``e-mail`` is indexed as ``e``, ``mail`` and the word
+   ``email``. A query is analysed the same way, so a query for a part finds the
+   whole, and a query for the whole matches every level: the exact whole term is
+   rarer than its parts, so BM25 ranks exact whole matches first.
 4. **Scripts without spaces** (Han, Hiragana, Katakana, Hangul, Thai, Lao, Khmer,
    Myanmar): each run of one script is a term (Japanese katakana loanwords, kanji
    compounds, Korean words with their particles); every two adjacent characters are a
@@ -114,6 +115,7 @@ _SCRIPT_RUN = regex.compile(
     r"|[\p{Lao}]+|[\p{Khmer}]+|[\p{Myanmar}]+"
 )
 _SINGLE = regex.compile(r"[\p{Han}\p{Hangul}]")
+_CACHED_CHUNKS = 50_000  # chunks (mostly words) whose terms each analyzer remembers
 _LONGEST_RUN_TERM = 16  # a longer run of one script is a clause, not a word
 
 _CHUNK = regex.compile(r"[\w.@/\\:\-+#~%=?&]+|\p{Extended_Pictographic}")
@@ -227,6 +229,7 @@ class Analyzer:
         self.signature = f"{ANALYSIS_VERSION}:{language}"
         """Stored with each memory: the analysis its terms come from."""
         self._stop = stop_words(language) if language != "simple" else frozenset()
+        self._chunk_terms = lru_cache(maxsize=_CACHED_CHUNKS)(self._chunk_terms)  # type: ignore[method-assign]
         own_script = _LANGUAGE_SCRIPTS.get(language, "Latin")
         self._script_stemmers = (
             {}
@@ -261,20 +264,28 @@ class Analyzer:
 
     def _terms(self, text: str, *, query: bool) -> list[str]:
         out: list[str] = []
+        chunk_terms = self._chunk_terms
         for match in _CHUNK.finditer(unicodedata.normalize("NFKC", text)):
-            chunk = match.group()
-            if _PICTOGRAPH.fullmatch(chunk):
-                out.append(chunk)
-                continue
-            chunk = _trim(chunk)
-            if chunk:
-                self._identifier(chunk, out, query=query)
+            out.extend(chunk_terms(match.group(), query))
         return out
+
+    def _chunk_terms(self, chunk: str, query: bool) -> tuple[str, ...]:
+        """The terms of one chunk (memoised per analyzer: most chunks are common
+        words)."""
+        if _PICTOGRAPH.fullmatch(chunk):
+            return (chunk,)
+        out: list[str] = []
+        chunk = _trim(chunk)
+        if chunk:
+            self._identifier(chunk, out, query=query)
+        return tuple(out)
 
     def _identifier(self, chunk: str, out: list[str], *, query: bool) -> None:
         """Terms of one chunk: whole, segments, words (see the module docstring)."""
         words = _WORD.findall(chunk)
-        if (len(words) != 1 or words[0] != chunk) and not _COMPOUND.fullmatch(chunk):
+        if _COMPOUND.fullmatch(chunk):
+            self._stemmed(chunk.replace("-", ""), out)  # e-mail: also email
+        elif len(words) != 1 or words[0] != chunk:
             _whole(fold(chunk), out)
             segments = [s for s in map(_trim, _SEGMENT_SPLIT.split(chunk)) if s]
             if len(segments) > 1:
