@@ -36,8 +36,9 @@ The steps, for each memory and each query:
    memory matches it), and each Han and Hangul character is a term in the index (a
    one-character query). Latin runs inside such text (``私はPythonを使う``) are words
    of their own.
-5. **Stop words and stemming**, per word: the language's stop words are dropped and
-   the word is reduced to its Snowball stem. The language is the service's
+5. **Stop words and stemming**, per word: the language's stop words and single
+   letters ``a``-``z`` (the ``m`` of ``I'm``; ``c++`` and ``x86`` stay) are dropped
+   and the word is reduced to its Snowball stem. The language is the service's
    (``language="german"``; English by default) for Latin-script words; words in a
    script with one Snowball language use that language's stemmer whatever the
    setting (Cyrillic: Russian, Greek, Arabic, Armenian, Devanagari: Hindi, Tamil), so
@@ -115,6 +116,7 @@ _SCRIPT_RUN = regex.compile(
     r"|[\p{Lao}]+|[\p{Khmer}]+|[\p{Myanmar}]+"
 )
 _SINGLE = regex.compile(r"[\p{Han}\p{Hangul}]")
+_LETTERS_ALONE = frozenset("abcdefghijklmnopqrstuvwxyz")  # "I'm" -> m: no word of its own
 _CACHED_CHUNKS = 50_000  # chunks (mostly words) whose terms each analyzer remembers
 _LONGEST_RUN_TERM = 16  # a longer run of one script is a clause, not a word
 
@@ -313,7 +315,7 @@ class Analyzer:
 
     def _stemmed(self, word: str, out: list[str]) -> None:
         folded = fold(word)
-        if folded in self._stop or len(folded) > MAX_TERM_CHARS:
+        if folded in self._stop or len(folded) > MAX_TERM_CHARS or folded in _LETTERS_ALONE:
             return
         if not folded.isdigit():
             language = self._stemmer_for(folded)
