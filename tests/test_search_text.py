@@ -324,3 +324,25 @@ async def test_the_adk_memory_service_takes_the_language_from_its_uri(db_url: st
         assert memory.core.language == "german"
     async with AdkMemoryService(uri, language="french") as memory:
         assert memory.core.language == "french"
+
+
+async def test_a_query_of_ten_thousand_characters_is_searched_by_its_first_terms(
+    db_url: str,
+) -> None:
+    """10,000 Chinese characters are 10,000 bigrams: the first 256 distinct terms are
+    looked up (``TERMS_LOOKED_UP``), so the memory holding the query's start is found."""
+    han = [chr(c) for c in range(0x4E00, 0x4E00 + 5000)]
+    query = "".join(han[(n * 7919) % 5000] for n in range(10_000))
+    async with SqlMemoryService.from_url(db_url) as memory:
+        await memory.add_memory(
+            app_name=APP,
+            user_id="u",
+            memories=[
+                MemoryEntry(content={"parts": [{"text": query[:40]}]}),
+                MemoryEntry(content={"parts": [{"text": query[-40:]}]}),
+            ],
+        )
+        found = await memory.search_memory(app_name=APP, user_id="u", query=query)
+        assert texts(found) == [query[:40]]
+        found = await memory.search_memory(app_name=APP, user_id="u", query="a.b/" * 2_500)
+        assert texts(found) == []

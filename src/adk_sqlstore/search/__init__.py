@@ -16,7 +16,7 @@ from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .analysis import DEFAULT_LANGUAGE, analyzer
-from .lexical import MAX_SEARCH_RESULTS, UserMemories, weigh
+from .lexical import MAX_SEARCH_RESULTS, TERMS_LOOKED_UP, UserMemories, weigh
 from .postgres import PostgresSearch
 from .sqlite import SqliteSearch
 from .text import MAX_QUERY_CHARS, valid_unicode
@@ -38,7 +38,8 @@ async def search_memories(
     The query is analysed as memories are indexed (:mod:`.analysis`, in ``language``);
     any query term may match; stop words are ignored; no input raises (the query is
     never parsed as search syntax; it is cut at :data:`~.text.MAX_QUERY_CHARS`
-    characters). At most :data:`~.lexical.MAX_SEARCH_RESULTS` results.
+    characters, and its first :data:`~.lexical.TERMS_LOOKED_UP` distinct terms are
+    looked up). At most :data:`~.lexical.MAX_SEARCH_RESULTS` results.
 
     Returns:
         (row, score) pairs; rows have pk, id, session_id, event_id, author, timestamp,
@@ -46,7 +47,7 @@ async def search_memories(
     """
     query = valid_unicode(query[:MAX_QUERY_CHARS]).replace("\x00", " ")
     limit = min(limit, MAX_SEARCH_RESULTS)
-    query_terms = analyzer(language).query_terms(query)
+    query_terms = analyzer(language).query_terms(query)[:TERMS_LOOKED_UP]
     if not query_terms or limit <= 0:
         return []
     search: UserMemories = (

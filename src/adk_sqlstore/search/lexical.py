@@ -36,6 +36,7 @@ __all__ = [
     "BM25_B",
     "BM25_K1",
     "MAX_SEARCH_RESULTS",
+    "TERMS_LOOKED_UP",
     "TERMS_PER_QUERY",
     "Candidate",
     "Scored",
@@ -51,6 +52,10 @@ MAX_SEARCH_RESULTS = 1000
 """Most memories one search returns, whatever ``limit`` asks for."""
 TERMS_PER_QUERY = 64
 """The rarest distinct terms of a query count; the others are dropped."""
+TERMS_LOOKED_UP = 256
+"""A query's first distinct terms whose document frequency is looked up (the rarest
+:data:`TERMS_PER_QUERY` of them count): a query of 10,000 Chinese characters has as
+many bigrams, and looking each up would take seconds."""
 _FIRST_READ = 2_000  # candidates read in the first MaxScore round, by summed df
 
 Scored = tuple[float, float, int]
