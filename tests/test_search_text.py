@@ -77,6 +77,9 @@ TABLE: list[tuple[str, str, bool, str]] = [
     ("Haustürschlüssel verloren", "Haustürschlüssel", True, "german"),
     ("Haustürschlüssel verloren", "Schlüssel", False, "german"),  # no decompounding
     ("E-Mail-Adresse geändert", "Adresse", True, "german"),
+    ("Die Bücher sind teuer", "die sind", False, "german"),  # German stop words
+    ("Die Bücher sind teuer", "die sind", True, "english"),  # not English ones
+    ("I bought running shoes", "running", True, "german"),  # mixed languages: exact words
     ("les élèves étudient", "élève", True, "french"),
     ("les élèves étudient", "eleve", True, "french"),
     ("Los niños juegan al fútbol", "futbol niño", True, "spanish"),
@@ -100,6 +103,21 @@ TABLE: list[tuple[str, str, bool, str]] = [
     ("ສະບາຍດີ ເພື່ອນ", "ສະບາຍ", True, "english"),
     ("ខ្ញុំចូលចិត្តកាហ្វេ", "កាហ្វេ", True, "english"),
     ("ကျွန်တော် ကော်ဖီ ကြိုက်တယ်", "ကော်ဖီ", True, "english"),
+    # inputs of ADK's own test_search_memory_non_latin (google/adk-python,
+    # tests/unittests/memory/test_in_memory_memory_service.py)
+    ("私の名前は太郎です", "天気", False, "english"),
+    ("我喜欢机器学习", "天气预报", False, "english"),
+    ("제 이름은 민수입니다", "민수입니다", True, "english"),
+    ("Меня зовут Алексей", "Алексей", True, "english"),
+    ("太郎 works at ABC Corp", "太郎", True, "english"),
+    ("太郎 works at ABC Corp", "ABC", True, "english"),
+    ("我用Python写代码", "python", True, "english"),
+    ("私はPythonでADKを使っています", "使って", True, "english"),
+    ("私はPythonでADKを使っています", "Java", False, "english"),
+    ("I like to code in Python.", "thon", False, "english"),
+    ("私はPythonでADKを使っています", "thon", False, "english"),
+    (unicodedata.normalize("NFD", "私はCaféでADKを使っています"), "café", True, "english"),
+    (unicodedata.normalize("NFD", "私はCaféでADKを使っています"), "Ruby", False, "english"),
     # emoji, stop words
     ("🎉🎂", "🎂", True, "english"),
     ("🎉🎂", "🍕", False, "english"),
