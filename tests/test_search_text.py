@@ -364,3 +364,17 @@ async def test_a_query_of_ten_thousand_characters_is_searched_by_its_first_terms
         assert texts(found) == [query[:40]]
         found = await memory.search_memory(app_name=APP, user_id="u", query="a.b/" * 2_500)
         assert texts(found) == []
+
+
+async def test_a_memory_service_on_a_sessions_store_takes_the_urls_language(db_url: str) -> None:
+    """``?language=`` is a memory option: a session service's URL may carry it (one URL
+    for both services) and a memory service on its store uses it."""
+    from adk_sqlstore import SqlSessionService
+
+    url = db_url + ("&" if "?" in db_url else "?") + "language=german"
+    async with SqlSessionService.from_url(url) as sessions:
+        assert sessions.store.search_language == "german"
+        assert SqlMemoryService(sessions.store).language == "german"
+        assert SqlMemoryService(sessions.store, language="french").language == "french"
+    async with SqlSessionService.from_url(db_url) as sessions:
+        assert SqlMemoryService(sessions.store).language == "english"

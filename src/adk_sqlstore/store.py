@@ -40,6 +40,7 @@ from .errors import (
 )
 from .failures import database_errors
 from .migration import HEAD_REVISION, check_schema, current_revision, upgrade
+from .search.analysis import analyzer
 from .sql.maintenance import Purge, purge_deleted_text, truncate_wal
 from .urls import resolve_url
 from .validation import check_argument
@@ -141,6 +142,9 @@ class Store(ClosedOnExit):
             auto_migrate = bool(engine.sync_engine.__dict__.get(_AUTO_MIGRATE, False))
         check_argument("auto_migrate", auto_migrate, bool, "True, False or None")
         self._auto_migrate: bool = auto_migrate
+        self.search_language: str | None = None
+        """The URL's ``?language=`` (memory search), taken by memory services on this
+        store that are not given one."""
         self._ready = False
         self._schema_reported = False
         # One per event loop: an asyncio.Lock belongs to the loop that first waits on it.
@@ -158,7 +162,8 @@ class Store(ClosedOnExit):
             url: a database URL; ``None`` means ``$ADK_SQLSTORE_DATABASE_URL``, else the
                 embedded SQLite file. Every spelling of :mod:`adk_sqlstore.urls` works
                 (``postgresql://``, ``sqlite:///``, ADK's ``sqlstore+...`` URIs, an
-                ``auto_migrate`` parameter).
+                ``auto_migrate`` parameter, a ``language`` parameter for memory search:
+                :attr:`search_language`).
             auto_migrate: migrate on first use; ``None`` means as the URL's
                 ``auto_migrate`` parameter says, else for SQLite yes and for PostgreSQL
                 no (a server database is never altered unless asked). Other stores on
@@ -167,17 +172,21 @@ class Store(ClosedOnExit):
                 ``statement_timeout``, ``search_path``, ``pgbouncer``, ...).
 
         Raises:
-            ConfigurationError: the URL or a setting is invalid, or the driver is not
-                installed (a ``ValueError``; the message hides the password).
+            ConfigurationError: the URL or a setting is invalid, the language unknown, or
+                the driver is not installed (a ``ValueError``; the message hides the
+                password).
         """
         if auto_migrate is not None:
             check_argument("auto_migrate", auto_migrate, bool, "True, False or None")
         target = resolve_url(url)
+        if target.language is not None:
+            analyzer(target.language)  # an unknown language fails before an engine exists
         engine = create_engine(target.url, **settings)
         auto = target.migrates_itself if auto_migrate is None else auto_migrate
         engine.sync_engine.__dict__[_AUTO_MIGRATE] = auto
         store = cls(engine, auto_migrate=auto)
         store._owns_engine = True
+        store.search_language = target.language
         return store
 
     @classmethod

@@ -68,11 +68,15 @@ class DatabaseTarget:
         url: the URL with an asyncio driver.
         embedded: True when no URL was given anywhere and the embedded SQLite
             default is used (the service may then migrate it by itself).
+        auto_migrate: the URL's ``auto_migrate`` parameter (``None`` when absent).
+        language: the URL's ``language`` parameter, the memory search language
+            (``None`` when absent).
     """
 
     url: URL
     embedded: bool
     auto_migrate: bool | None = None
+    language: str | None = None
 
     @property
     def migrates_itself(self) -> bool:
@@ -385,25 +389,32 @@ def resolve_url(url: str | URL | None = None) -> DatabaseTarget:
 
     Every spelling of the module docstring is accepted, in ``url`` and in the
     environment variable alike; ``sqlstore://`` (or ``None``) means the environment
-    variable, else the embedded file. An ``auto_migrate`` parameter on ``sqlstore://``
-    applies to whatever it resolves to.
+    variable, else the embedded file. An ``auto_migrate`` or ``language`` parameter on
+    ``sqlstore://`` applies to whatever it resolves to.
 
     Raises:
         ValueError: the URL is invalid or names an unsupported database (the message
             hides the password).
     """
     auto: bool | None = None
+    language: str | None = None
     for candidate in (url, os.environ.get(DATABASE_URL_ENV, "").strip() or None):
+        candidate, given_language = pop_parameter(candidate, "language")
+        language = language or given_language  # the argument's choice first
         if isinstance(candidate, str):
             candidate, given = _split_options(candidate)
-            auto = given if auto is None else auto  # the argument's choice first
+            auto = given if auto is None else auto
             if _is_service_default(candidate):
                 continue
         if candidate is not None:
-            return DatabaseTarget(normalize_url(candidate), embedded=False, auto_migrate=auto)
+            return DatabaseTarget(
+                normalize_url(candidate), embedded=False, auto_migrate=auto, language=language
+            )
     path = default_sqlite_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    return DatabaseTarget(normalize_url(f"sqlite:///{path}"), embedded=True, auto_migrate=auto)
+    return DatabaseTarget(
+        normalize_url(f"sqlite:///{path}"), embedded=True, auto_migrate=auto, language=language
+    )
 
 
 def split_settings(url: URL) -> tuple[URL, dict[str, Any]]:

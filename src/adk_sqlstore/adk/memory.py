@@ -12,9 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ..memory import IngestReport
 from ..memory import SqlMemoryService as CoreMemoryService
 from ..memory.redaction import Redactor
-from ..search.analysis import DEFAULT_LANGUAGE, analyzer
+from ..search.analysis import analyzer
 from ..store import OnStore, Store
-from ..urls import pop_parameter
 from ._google import AdkEvent, AdkMemoryEntry, AdkSearchResponse, AdkSession, BaseMemoryService
 from .models import ADK_MODELS, adk_errors, to_adk_entry
 from .uri import store_for_uri
@@ -55,9 +54,8 @@ class SqlMemoryService(BaseMemoryService, OnStore):
         language: str | None = None,
         **settings: Any,
     ) -> None:
-        uri, in_uri = pop_parameter(uri, "language")
-        rows_language = language or in_uri or DEFAULT_LANGUAGE
-        analyzer(rows_language)  # an unknown language fails before a store is opened
+        if language is not None:
+            analyzer(language)  # an unknown language fails before a store is opened
         given = store if store is not None else engine
         if given is not None:
             self._use_store(Store.of(given, auto_migrate=auto_migrate), owns=False)
@@ -71,7 +69,7 @@ class SqlMemoryService(BaseMemoryService, OnStore):
             redactors=redactors,
             mask_card_numbers=mask_card_numbers,
             models=ADK_MODELS,
-            language=rows_language,
+            language=language,
         )
 
     @classmethod

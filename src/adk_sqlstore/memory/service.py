@@ -30,7 +30,6 @@ from ..sessions.reading import read_session, session_key
 from ..sessions.retention import forget_user
 from ..sql import memory as sql
 from ..store import OnStore, Store, write_completes
-from ..urls import pop_parameter
 from ..validation import (
     DEFAULT_MAX_EVENT_BYTES,
     DEFAULT_MAX_STATE_VALUE_BYTES,
@@ -66,7 +65,8 @@ class SqlMemoryService(OnStore):
             pass ADK's).
         language: the search language: stemming and stop words of Latin-script
             words (a Snowball language such as ``"german"``, or ``"simple"`` for
-            neither; default ``"english"``); see :mod:`adk_sqlstore.search.analysis`.
+            neither); default: the store URL's ``?language=``, else ``"english"``.
+            See :mod:`adk_sqlstore.search.analysis`.
             Memories indexed in another language are re-indexed by
             ``adk-sqlstore memory reindex --language ...``.
 
@@ -82,10 +82,12 @@ class SqlMemoryService(OnStore):
         mask_card_numbers: bool = True,
         auto_migrate: bool | None = None,
         models: SessionModels[Any, Any, Any] | None = None,
-        language: str = DEFAULT_LANGUAGE,
+        language: str | None = None,
     ) -> None:
+        given = Store.of(store, auto_migrate=auto_migrate)
+        language = language or given.search_language or DEFAULT_LANGUAGE
         self._rows = MemoryRows(redactors, mask_card_numbers=mask_card_numbers, language=language)
-        self._use_store(Store.of(store, auto_migrate=auto_migrate), owns=False)
+        self._use_store(given, owns=False)
         self._codec: SessionCodec[Any, Any, Any] = SessionCodec(
             models if models is not None else CORE_MODELS,
             max_event_bytes=DEFAULT_MAX_EVENT_BYTES,
@@ -113,9 +115,8 @@ class SqlMemoryService(OnStore):
         ``auto_migrate`` and connection ``settings`` are as there), closed with it.
         The language may also be given in the URL (``?language=german``); the keyword
         wins."""
-        url, in_url = pop_parameter(url, "language")
-        language = language or in_url or DEFAULT_LANGUAGE
-        analyzer(language)  # an unknown language fails before a store is opened
+        if language is not None:
+            analyzer(language)  # an unknown language fails before a store is opened
         store = Store.from_url(url, auto_migrate=auto_migrate, **settings)
         service = cls(
             store,
