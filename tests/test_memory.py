@@ -447,7 +447,7 @@ async def test_a_big_users_top_k_is_the_exact_bm25_top_k(memory: SqlMemoryServic
         found = await search(memory, "what about " + " ".join(query) + "?", user="big")
         expected = sorted((bm25(d, query) for d in docs if set(d) & set(query)), reverse=True)
         got = [m.custom_metadata["score"] for m in found.memories]
-        assert got == pytest.approx(expected[:10], rel=1e-9), query
+        assert got == pytest.approx(expected[:10], rel=1e-9, abs=1e-9), query
         assert all(set(t.split()) & set(query) for t in texts(found)), query
 
 
@@ -456,7 +456,7 @@ async def test_a_big_users_top_k_is_the_exact_bm25_top_k(memory: SqlMemoryServic
 async def test_postgres_search_uses_the_gin_index(postgres_url: str) -> None:
     """On a table big enough that the planner prefers it, the tsvector match and the
     (app_name, user_id) filter are one GIN index scan: the user's postings only."""
-    from adk_sqlstore.search.lexical import BM25_B, BM25_K1
+    from adk_sqlstore.search.lexical import BM25_B, BM25_K1, SCORE_SCALE
     from adk_sqlstore.search.text import search_scope
     from adk_sqlstore.sql.search import PG_CANDIDATES, pg_best
 
@@ -473,6 +473,7 @@ async def test_postgres_search_uses_the_gin_index(postgres_url: str) -> None:
         "search_scope": search_scope(APP, "heavy"),
         "k1": BM25_K1,
         "b": BM25_B,
+        "scale": SCORE_SCALE,
     }
     async with SqlMemoryService.from_url(postgres_url) as memory:
         for user in ("heavy", "neighbour"):

@@ -11,7 +11,10 @@ answers.
 The steps, for each memory and each query:
 
 1. **Unicode normalisation**: NFKC (composed and decomposed text index alike;
-   full-width forms and ligatures become plain letters), then case folding
+   full-width forms and ligatures become plain letters), invisible format characters
+   removed (Unicode's default-ignorable code points: zero-width joiners, soft
+   hyphens, variation selectors; ``soft\\u00adware`` is ``software``, Persian words
+   match with or without their zero-width non-joiner), then case folding
    (``ß`` -> ``ss``).
 2. **Accent folding** in Latin, Greek, Cyrillic, Arabic and Hebrew words: combining
    marks are dropped (``café`` -> ``cafe``, Arabic harakat, Hebrew niqqud; Cyrillic
@@ -22,10 +25,13 @@ The steps, for each memory and each query:
    (an email, URL, path, version, ``ORD-4471``, ``snake_case_name``) is indexed whole,
    then by its segments between ``/ \\ @ : ? & =`` (``example.com``, ``report.pdf``),
    then by its words (``jane``, ``doe``, ``example``, ``com``), then the parts of a
-   word in mixed case (``CamelCase`` -> ``camel``, ``case``). A dotted version also
-   gives its prefixes (``3.12.1`` -> ``3.12``); digits joined by ``-`` also give the
-   digits alone (``555-0142`` -> ``5550142``). Letters joined by hyphens are words,
-   not an identifier: ``e-mail`` is indexed as ``e``, ``mail`` and the word
+   word in mixed case (``CamelCase`` -> ``camel``, ``case``) or of letters then
+   digits or the reverse (``RFC7231`` -> ``rfc``, ``7231``; not ``a94a8fe5``). A
+   dotted number inside a chunk is a term with its prefixes (``v2.3.1`` -> ``2.3.1``,
+   ``2.3``; ``python3.12`` -> ``3.12``); digits written in groups give the digits
+   alone (``555-0142`` -> ``5550142``; ``+1 (555) 014-2233`` -> ``15550142233`` and
+   ``5550142233``, for numbers of 7 digits or more). Letters joined by hyphens are
+   words, not an identifier: ``e-mail`` is indexed as ``e``, ``mail`` and the word
    ``email``. A query is analysed the same way, so a query for a part finds the
    whole, and a query for the whole matches every level: the exact whole term is
    rarer than its parts, so BM25 ranks exact whole matches first.
@@ -37,14 +43,18 @@ The steps, for each memory and each query:
    one-character query). Latin runs inside such text (``私はPythonを使う``) are words
    of their own.
 5. **Stop words and stemming**, per word: the language's stop words and single
-   letters ``a``-``z`` (the ``m`` of ``I'm``; ``c++`` and ``x86`` stay) are dropped
-   and the word is reduced to its Snowball stem. The language is the service's
-   (``language="german"``; English by default) for Latin-script words; words in a
+   lower-case letters ``a``-``z`` (the ``m`` of ``I'm``; ``C``, ``Vitamin D`` and
+   ``c++`` stay) are dropped and the word is reduced to its Snowball stem. The
+   language is the service's (``language="german"``; English by default) for
+   Latin-script words; words in a
    script with one Snowball language use that language's stemmer whatever the
-   setting (Cyrillic: Russian, Greek, Arabic, Armenian, Devanagari: Hindi, Tamil), so
+   setting (Cyrillic: Russian, Greek, Arabic, Armenian, Devanagari: Hindi, Tamil;
+   Arabic-script words with Persian letters: Persian, with Urdu letters: none), so
    that ``книги`` finds ``книга`` in an English app. ``"simple"`` turns stemming and
    stop words off. Identifiers (whole) and numbers are never stemmed.
-6. **Emoji**: each pictographic character is a term (``🎉`` finds ``🎉🎉``).
+6. **Emoji**: each pictographic character and each flag is a term (``🎉`` finds
+   ``🎉🎉``; skin tones and zero-width joiners are not terms, so ``👍🏽`` finds any
+   ``👍``).
 
 Libraries, chosen by quality and install footprint:
 
@@ -117,10 +127,18 @@ _SCRIPT_RUN = regex.compile(
 )
 _SINGLE = regex.compile(r"[\p{Han}\p{Hangul}]")
 _LETTERS_ALONE = frozenset("abcdefghijklmnopqrstuvwxyz")  # "I'm" -> m: no word of its own
+# Arabic-script words: Persian letters take the Persian stemmer; Urdu's, none.
+_PERSIAN = regex.compile(r"[\u067e\u0686\u0698\u06a9\u06af\u06cc]")
+_URDU = regex.compile(r"[\u0679\u0688\u0691\u06ba\u06be\u06c1\u06c3\u06d2]")
 _CACHED_CHUNKS = 50_000  # chunks (mostly words) whose terms each analyzer remembers
 _LONGEST_RUN_TERM = 16  # a longer run of one script is a clause, not a word
 
-_CHUNK = regex.compile(r"[\w.@/\\:\-+#~%=?&]+|\p{Extended_Pictographic}")
+_FLAG = r"[\U0001F1E6-\U0001F1FF]{2}"  # a pair of regional indicators: a flag
+_CHUNK = regex.compile(rf"[\w.@/\\:\-+#~%=?&]+|{_FLAG}|\p{{Extended_Pictographic}}")
+# Format characters that change no word: zero-width (non-)joiners, soft hyphens, word
+# joiners, variation selectors, ... (Unicode's Default_Ignorable_Code_Point; removed
+# as NFKC_Casefold removes them, so "soft\u00adware" is "software").
+_IGNORABLE = regex.compile(r"\p{Default_Ignorable_Code_Point}+")
 _EDGE = ".@/\\:-+#~%=?&_"
 _SEGMENT_SPLIT = regex.compile(r"[/\\@:?&=]+")
 _WORD = regex.compile(r"[^\W_]+")
@@ -131,9 +149,14 @@ _PARTS = regex.compile(
     r"\p{Lu}+(?=\p{Lu}[\p{Ll}\p{M}])|\p{Lu}?[\p{Ll}\p{M}]+|\p{Lu}+\p{M}*|\p{N}+"
     r"|[^\p{Lu}\p{Ll}\p{N}]+"
 )
-_VERSION = regex.compile(r"\d+(?:\.\d+)+")
+_VERSION = regex.compile(r"(?<![\d.])\d+(?:\.\d+)+(?!\d)")
+_LETTERS_DIGITS = regex.compile(r"(\p{L}+)(\p{N}+)|(\p{N}+)(\p{L}+)")
+# A phone number or another number written in groups: "+1 (555) 014-2233".
+_GROUPED_DIGITS = regex.compile(
+    r"(?<![\w.])(\+\d{1,3}[ .-]?)?(?:\(\d{2,4}\)[ .-]?)?\d{2,5}(?:[ .-]\d{2,5}){1,4}(?![\w])"
+)
 _DASHED_DIGITS = regex.compile(r"\d+(?:-\d+)+")
-_PICTOGRAPH = regex.compile(r"\p{Extended_Pictographic}")
+_PICTOGRAPH = regex.compile(rf"{_FLAG}|\p{{Extended_Pictographic}}")
 
 # Accent folding: scripts whose combining marks are accents, and letters without a
 # Unicode decomposition that fold like accented ones.
@@ -267,8 +290,11 @@ class Analyzer:
     def _terms(self, text: str, *, query: bool) -> list[str]:
         out: list[str] = []
         chunk_terms = self._chunk_terms
-        for match in _CHUNK.finditer(unicodedata.normalize("NFKC", text)):
+        text = _IGNORABLE.sub("", unicodedata.normalize("NFKC", text))
+        for match in _CHUNK.finditer(text):
             out.extend(chunk_terms(match.group(), query))
+        for match in _GROUPED_DIGITS.finditer(text):
+            _grouped_digits(match, out)
         return out
 
     def _chunk_terms(self, chunk: str, query: bool) -> tuple[str, ...]:
@@ -294,9 +320,10 @@ class Analyzer:
                 for segment in segments:
                     if len(_WORD.findall(segment)) > 1:
                         _whole(fold(segment), out)
-            for pattern in (_VERSION, _DASHED_DIGITS):
-                if pattern.fullmatch(chunk):
-                    _variants(chunk, out, dashed=pattern is _DASHED_DIGITS)
+            for version in _VERSION.findall(chunk):
+                _version(version, whole=version == chunk, out=out)
+            if _DASHED_DIGITS.fullmatch(chunk):
+                _whole(chunk.replace("-", ""), out)
         for word in words:
             for run in _SPACED_OR_UNSPACED.findall(word):
                 if _UNSPACED_RUN.match(run):
@@ -309,13 +336,15 @@ class Analyzer:
         (``CamelCaseName``, ``iPhone15``; not ``r2d2`` or a hex digest)."""
         self._stemmed(word, out)
         parts = _PARTS.findall(word) if not (word.islower() or word.isupper()) else []
+        if len(parts) < 2 and (split := _LETTERS_DIGITS.fullmatch(word)):
+            parts = [p for p in split.groups() if p]  # 45am, RFC7231: one boundary only
         if len(parts) > 1:
             for part in parts:
                 self._stemmed(part, out)
 
     def _stemmed(self, word: str, out: list[str]) -> None:
         folded = fold(word)
-        if folded in self._stop or len(folded) > MAX_TERM_CHARS or folded in _LETTERS_ALONE:
+        if folded in self._stop or len(folded) > MAX_TERM_CHARS or word in _LETTERS_ALONE:
             return
         if not folded.isdigit():
             language = self._stemmer_for(folded)
@@ -326,6 +355,11 @@ class Analyzer:
     def _stemmer_for(self, word: str) -> str | None:
         for script, language in self._script_stemmers.items():
             if _SCRIPT_OF[script].match(word):
+                if script == "Arabic" and language == "arabic":
+                    if _URDU.search(word):
+                        return None
+                    if _PERSIAN.search(word):
+                        return "persian"
                 return language
         return None
 
@@ -347,15 +381,24 @@ def _whole(term: str, out: list[str]) -> None:
         out.append(term)
 
 
-def _variants(chunk: str, out: list[str], *, dashed: bool) -> None:
-    """A version's shorter prefixes (``3.12`` of ``3.12.1``), or dashed digits
-    joined (``5550142`` of ``555-0142``)."""
-    if dashed:
-        _whole(chunk.replace("-", ""), out)
-        return
-    numbers = chunk.split(".")
+def _version(version: str, *, whole: bool, out: list[str]) -> None:
+    """A dotted number inside a chunk (``2.3.1`` of ``v2.3.1``, unless it is the
+    chunk) and its shorter prefixes (``2.3``)."""
+    if not whole:
+        _whole(version, out)
+    numbers = version.split(".")
     for end in range(2, len(numbers)):
         out.append(".".join(numbers[:end]))
+
+
+def _grouped_digits(match: regex.Match[str], out: list[str]) -> None:
+    """Digits written in groups, joined (``5550142233`` of ``(555) 014-2233``), also
+    without a ``+`` country code; only numbers of 7 digits or more."""
+    digits = "".join(ch for ch in match.group() if ch.isdigit())
+    if len(digits) >= 7:
+        _whole(digits, out)
+        if match.group(1):
+            _whole(digits[sum(ch.isdigit() for ch in match.group(1)) :], out)
 
 
 def _unspaced(run: str, out: list[str], *, query: bool) -> None:

@@ -36,6 +36,7 @@ __all__ = [
     "BM25_B",
     "BM25_K1",
     "MAX_SEARCH_RESULTS",
+    "SCORE_SCALE",
     "TERMS_LOOKED_UP",
     "TERMS_PER_QUERY",
     "Candidate",
@@ -43,6 +44,7 @@ __all__ = [
     "Term",
     "UserMemories",
     "bm25",
+    "rounded",
     "weigh",
 ]
 
@@ -57,6 +59,11 @@ TERMS_LOOKED_UP = 256
 :data:`TERMS_PER_QUERY` of them count): a query of 10,000 Chinese characters has as
 many bigrams, and looking each up would take seconds."""
 _FIRST_READ = 2_000  # candidates read in the first MaxScore round, by summed df
+
+SCORE_SCALE = 1e9
+"""Scores are rounded to 9 decimals, the same way on every backend
+(``round(score * 1e9) / 1e9``), so that the last bits of floating-point sums taken
+in different orders never reorder results between backends."""
 
 Scored = tuple[float, float, int]
 """(score, timestamp, pk) of a memory: sorted descending, the best first and, among
@@ -92,11 +99,16 @@ def weigh(terms: list[Term], n: float) -> list[Term]:
     return sorted(found, key=lambda t: (-t.idf, t.text))[:TERMS_PER_QUERY]
 
 
+def rounded(score: float) -> float:
+    """A score as every backend returns it (see :data:`SCORE_SCALE`)."""
+    return round(float(score) * SCORE_SCALE) / SCORE_SCALE
+
+
 def bm25(candidate: Candidate, terms: list[Term], avgdl: float) -> float:
-    """A candidate's score for ``terms`` (in the order of its flags)."""
+    """A candidate's score for ``terms`` (in the order of its flags), rounded."""
+    idf = sum(t.idf for t, hit in zip(terms, candidate.flags, strict=True) if hit)
     norm = 1 - BM25_B + BM25_B * candidate.dl / avgdl
-    weight = (BM25_K1 + 1) / (1 + BM25_K1 * norm)
-    return weight * sum(t.idf for t, hit in zip(terms, candidate.flags, strict=True) if hit)
+    return rounded(idf * (BM25_K1 + 1) / (1 + BM25_K1 * norm))
 
 
 class UserMemories:
@@ -139,15 +151,15 @@ class UserMemories:
         """The top ``limit``, best first: MaxScore over :meth:`best` (``terms`` sorted
         rarest first).
 
-        A term held by more than half of the user's memories (idf < ln 2) scores the
-        memories found through the query's other terms but finds none itself, unless
-        the query has no other term: such a word says little (it adds at most 1.17 to a
-        score where a rare word adds 10), and reading all its memories is what would
-        make a search over 100,000 of them slow.
+        The result is the exact top ``limit`` of all the memories holding any term, as
+        on SQLite: a common word (held by more than half of the user's memories, idf <
+        ln 2, adding at most 1.17 to a score where a rare word adds 10) is read last,
+        and only while the rarer words have not found ``limit`` memories scoring more
+        than it could add.
         """
         # A term adds at most idf * (k1 + 1) / (1 + k1 * (1 - b)) to a memory's score.
         ceiling = [t.idf * (BM25_K1 + 1) / (1 + BM25_K1 * (1 - BM25_B)) for t in terms]
-        finding = [t for t in terms if t.idf >= math.log(2)] or terms
+        finding = terms
         read = 1
         while read < len(finding) and sum(t.df for t in finding[: read + 1]) <= _FIRST_READ:
             read += 1

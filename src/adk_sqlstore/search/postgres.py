@@ -2,50 +2,38 @@
 scope token), ranked by :mod:`.lexical`.
 
 A user with at most :data:`EXACT_DF` memories: every memory matching a query term is
-read once, with a flag per term, which gives the exact document frequencies and all
-the scores. A bigger user: document frequencies are counted (and estimated past
-:data:`EXACT_DF`), then candidates are read MaxScore-style
-(:meth:`~.lexical.UserMemories.rank`).
+read once, with a flag per term, which gives the document frequencies and all the
+scores. A bigger user: document frequencies are counted through the GIN index, then
+candidates are read MaxScore-style (:meth:`~.lexical.UserMemories.rank`). Either way
+the frequencies are exact, as on SQLite, so both backends give the same answers.
 """
 
 from __future__ import annotations
 
-import time
-
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..engine import given_url
 from ..sql.search import (
     PG_CANDIDATES,
-    PG_COMMON_LEXEMES,
     PG_TERM_COUNTS,
     pg_best,
     tsquery_lexeme,
 )
-from .lexical import BM25_B, BM25_K1, Candidate, Scored, Term, UserMemories, bm25
+from .lexical import (
+    BM25_B,
+    BM25_K1,
+    SCORE_SCALE,
+    Candidate,
+    Scored,
+    Term,
+    UserMemories,
+    bm25,
+    rounded,
+)
 
 __all__ = ["EXACT_DF", "PostgresSearch"]
 
 EXACT_DF = 2_000
-"""PostgreSQL counts a term's memories exactly up to this many."""
-
-_COMMON_TTL = 300.0  # seconds a process keeps the column's statistics
-_common_cache: dict[str, tuple[float, dict[str, float]]] = {}
-
-
-async def _common_lexemes(conn: AsyncConnection) -> dict[str, float]:
-    """Lexeme -> share of memories holding it, for the commonest lexemes (cached per
-    database and search_path)."""
-    key = given_url(conn.engine).render_as_string(hide_password=True)
-    cached = _common_cache.get(key)
-    if cached and cached[0] > time.monotonic():
-        return cached[1]
-    row = (await conn.execute(PG_COMMON_LEXEMES)).first()
-    shares: dict[str, float] = {}
-    if row is not None and row[0] is not None:
-        shares = dict(zip(row[0], row[1], strict=False))
-    _common_cache[key] = (time.monotonic() + _COMMON_TTL, shares)
-    return shares
+"""A user with at most this many memories is searched in one read."""
 
 
 class PostgresSearch(UserMemories):
@@ -74,35 +62,16 @@ class PostgresSearch(UserMemories):
         return terms, *stats
 
     async def _counted_terms(self, n: float) -> list[Term]:
-        """Document frequencies counted exactly up to :data:`EXACT_DF`, or estimated.
-
-        A term that ANALYZE lists among the column's commonest lexemes gets N times
-        its share of rows when that comes to :data:`EXACT_DF` or more: it is not
-        counted, as counting reads its whole posting list (78,000 entries for a common
-        word of a user with 100,000 memories). A term counted up to the cap gets the
-        larger of the cap and that estimate. Either estimate only moves the weight of
-        very common words, which is small either way.
-        """
-        shares = await _common_lexemes(self.conn)
-        lexemes = self.query_terms
-        estimated = {t: round(shares.get(t, 0.0) * n) for t in lexemes}
-        to_count = [t for t in lexemes if estimated[t] < EXACT_DF]
-        counted: dict[str, int] = {}
-        if to_count:
-            params = {
-                **self.params,
-                "terms": to_count,
-                "cap": EXACT_DF,
-                "search_scope": self.scope,
-            }
-            counted = {t: int(df) for t, df in await self.conn.execute(PG_TERM_COUNTS, params)}
-        terms = []
-        for t in lexemes:
-            df = counted.get(t, EXACT_DF)
-            if df >= EXACT_DF:
-                df = min(int(n), max(EXACT_DF, estimated[t]))
-            terms.append(Term(t, df))
-        return terms
+        """Exact document frequencies, each counted through the GIN index from the
+        user's postings (as SQLite's FTS5 counts them: both backends weigh alike)."""
+        params = {
+            **self.params,
+            "terms": self.query_terms,
+            "cap": int(n),
+            "search_scope": self.scope,
+        }
+        counted = {t: int(df) for t, df in await self.conn.execute(PG_TERM_COUNTS, params)}
+        return [Term(t, counted.get(t, 0)) for t in self.query_terms]
 
     async def rank(self, terms: list[Term], avgdl: float, limit: int) -> list[Scored]:
         if self._every_match is None:
@@ -142,8 +111,9 @@ class PostgresSearch(UserMemories):
             "limit": limit,
             "k1": BM25_K1,
             "b": BM25_B,
+            "scale": SCORE_SCALE,
         }
         if seen:
             params["seen"] = " | ".join(tsquery_lexeme(t.text) for t in seen)
         result = await self.conn.execute(pg_best(excluding_seen=bool(seen)), params)
-        return [(float(score), ts, pk) for score, ts, pk in result.all()]
+        return [(rounded(score), ts, pk) for score, ts, pk in result.all()]

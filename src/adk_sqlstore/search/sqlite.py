@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..sql.search import fts5_match, sqlite_rank, sqlite_term_counts
-from .lexical import BM25_B, BM25_K1, Scored, Term, UserMemories
+from .lexical import BM25_B, BM25_K1, SCORE_SCALE, Scored, Term, UserMemories, rounded
 
 __all__ = ["SqliteSearch"]
 
@@ -43,9 +43,10 @@ class SqliteSearch(UserMemories):
             "avgdl": avgdl,
             "k1": BM25_K1,
             "b": BM25_B,
+            "scale": SCORE_SCALE,
         }
         for i, term in enumerate(terms):
             params[f"w{i}"] = term.idf
             params[f"m{i}"] = fts5_match(self.scope, term.text)
         result = await self.conn.execute(sqlite_rank(len(terms)), params)
-        return [(score, ts, pk) for score, ts, pk in result]
+        return [(rounded(score), ts, pk) for score, ts, pk in result]

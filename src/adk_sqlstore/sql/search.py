@@ -15,7 +15,6 @@ __all__ = [
     "MEMORY_ROWS",
     "MEMORY_STATS",
     "PG_CANDIDATES",
-    "PG_COMMON_LEXEMES",
     "PG_TERM_COUNTS",
     "fts5_match",
     "pg_best",
@@ -62,16 +61,6 @@ FROM unnest(CAST(:terms AS TEXT[])) AS t(term)
 """Each of ``:terms`` with the number of the user's memories holding it, counted up to
 ``:cap`` (the GIN index holds the scope token: only the user's postings are read)."""
 
-PG_COMMON_LEXEMES = text(
-    "SELECT CAST(CAST(s.most_common_elems AS TEXT) AS TEXT[]), s.most_common_elem_freqs"
-    " FROM pg_stats s WHERE s.tablename = 'sqlstore_memories' AND s.attname = 'search_vector'"
-    # the table the search_path resolves to, not a namesake in another schema
-    " AND s.schemaname = (SELECT n.nspname FROM pg_class c JOIN pg_namespace n"
-    " ON n.oid = c.relnamespace WHERE c.oid = CAST('sqlstore_memories' AS regclass))"
-)
-"""The commonest lexemes of the search column and their share of rows (kept by
-ANALYZE)."""
-
 PG_CANDIDATES = text("""
 SELECT m.pk, m.timestamp, length(m.search_vector) AS dl,
        ARRAY(SELECT m.search_vector @@ CAST(x.q AS tsquery)
@@ -88,13 +77,14 @@ _PG_BEST = """
 SELECT score, m.timestamp, m.pk
 FROM sqlstore_memories m,
 LATERAL (
-    SELECT (
+    SELECT round((
         SELECT sum(x.idf) FROM unnest(CAST(:all_terms AS TEXT[]), CAST(:idfs AS FLOAT8[]))
             AS x(q, idf)
         WHERE m.search_vector @@ CAST(x.q AS tsquery)
     ) * (CAST(:k1 AS FLOAT8) + 1)
     / (1 + CAST(:k1 AS FLOAT8) * (1 - CAST(:b AS FLOAT8)
-       + CAST(:b AS FLOAT8) * length(m.search_vector) / CAST(:avgdl AS FLOAT8))) AS score
+       + CAST(:b AS FLOAT8) * length(m.search_vector) / CAST(:avgdl AS FLOAT8)))
+    * CAST(:scale AS FLOAT8)) / CAST(:scale AS FLOAT8) AS score
 ) AS s
 WHERE m.app_name = :app_name AND m.user_id = :user_id AND m.search_scope = :search_scope
   AND m.search_vector @@ CAST(:wanted AS tsquery) {seen}
@@ -110,7 +100,8 @@ _PG_BEST_STATEMENTS = {
 def pg_best(*, excluding_seen: bool) -> TextClause:
     """The best ``:limit`` of the user's memories holding a ``:wanted`` lexeme (and,
     ``excluding_seen``, none of ``:seen``), scored by BM25 over ``:all_terms`` with
-    weights ``:idfs``, best first (ties: the more recent, then the later row)."""
+    weights ``:idfs`` and rounded (``:scale``), best first (ties: the more recent,
+    then the later row)."""
     return _PG_BEST_STATEMENTS[
         "AND NOT m.search_vector @@ CAST(:seen AS tsquery)" if excluding_seen else ""
     ]
@@ -144,7 +135,8 @@ def sqlite_term_counts(terms: int) -> TextClause:
 def sqlite_rank(terms: int) -> TextClause:
     """The best ``:limit`` memories of the user matching any of ``terms`` MATCH
     expressions ``:m0``... with weights ``:w0``..., scored by BM25 (``:k1``, ``:b``,
-    ``:avgdl``), as rows ``(score, timestamp, pk)`` best first."""
+    ``:avgdl``) and rounded (``:scale``), as rows ``(score, timestamp, pk)`` best
+    first."""
     hits = " UNION ALL ".join(
         f"SELECT rowid AS pk, :w{i} AS w FROM sqlstore_memories_fts"
         f" WHERE sqlstore_memories_fts MATCH :m{i}"
@@ -152,8 +144,8 @@ def sqlite_rank(terms: int) -> TextClause:
     )
     return text(f"""
         WITH hits AS ({hits})
-        SELECT sum(hits.w) * (:k1 + 1)
-               / (1 + :k1 * (1 - :b + :b * m.token_count / :avgdl))
+        SELECT round(sum(hits.w) * (:k1 + 1)
+               / (1 + :k1 * (1 - :b + :b * m.token_count / :avgdl)) * :scale) / :scale
                AS score, m.timestamp, m.pk
         FROM hits JOIN sqlstore_memories m ON m.pk = hits.pk
         WHERE m.app_name = :app_name AND m.user_id = :user_id
