@@ -358,7 +358,7 @@ class Analyzer:
                 if script == "Arabic" and language == "arabic":
                     if _URDU.search(word):
                         return None
-                    if _PERSIAN.search(word):
+                    if _PERSIAN.search(word) and "persian" in LANGUAGES:
                         return "persian"
                 return language
         return None
