@@ -66,6 +66,10 @@ TABLE: list[tuple[str, str, bool, str]] = [
     ("order ORD-4471 shipped", "ord4471", True, "english"),
     ("my favourite language is C", "C", True, "english"),
     ("take Vitamin D daily", "D", True, "english"),
+    ("I bought an iPhone15", "iphone", True, "english"),
+    ("built with node.js", "nodejs", True, "english"),
+    ("switched from AT&T", "att", True, "english"),
+    ("sold for $1,250,000", "1250000", True, "english"),
     # accents, case, Unicode forms
     ("Café au lait", "cafe", True, "english"),
     ("we met at the cafe", "café", True, "english"),
@@ -99,6 +103,7 @@ TABLE: list[tuple[str, str, bool, str]] = [
     ("ذهبت إلى المكتبة", "مكتبة", True, "english"),
     ("مَكْتَبَة كبيرة", "مكتبة", True, "english"),
     ("אני אוהב שוקולד", "שוקולד", True, "english"),
+    ("كتاب جديد", "کتاب", True, "english"),  # Arabic and Persian kaf
     ("מה שלומך", "שוקולד", False, "english"),
     ("मुझे क्रिकेट खेलना पसंद है", "क्रिकेट", True, "english"),
     ("Բարև Երևան", "Երևան", True, "english"),
@@ -432,3 +437,34 @@ async def test_a_big_user_gets_the_same_answers_on_both_backends(
     sqlite, postgres = await _big_user_answers(sqlite_url), await _big_user_answers(postgres_url)
     assert sqlite == postgres
     assert all(len(found) == 10 for found in sqlite)
+
+
+async def _halfway_answers(url: str, n: int, df: int, total: int, dl: int) -> list[float]:
+    """A user whose BM25 score for "zzq" times 1e9 is exactly halfway between two
+    integers (found by a break-test): ``n`` memories, ``df`` of them holding "zzq"
+    among ``dl`` terms, ``total`` terms in all."""
+    import itertools
+    import string
+
+    fresh = ("qx" + "".join(p) for p in itertools.product(string.ascii_lowercase, repeat=3))
+    docs = [" ".join(["zzq"] + [next(fresh) for _ in range(dl - 1)]) for _ in range(df)]
+    rest, remaining = n - df, total - df * dl
+    sizes = [remaining // rest + (i < remaining % rest) for i in range(rest)]
+    docs += [" ".join(next(fresh) for _ in range(size)) for size in sizes]
+    async with SqlMemoryService.from_url(url) as memory:
+        await memory.add_memory(
+            app_name=APP,
+            user_id="half",
+            memories=[MemoryEntry(content={"parts": [{"text": d}]}) for d in docs],
+        )
+        found = await memory.search_memory(app_name=APP, user_id="half", query="zzq")
+    return [m.custom_metadata["score"] for m in found.memories]
+
+
+@pytest.mark.parametrize(("n", "df", "total", "dl"), [(148, 1, 679, 8), (212, 2, 1161, 2)])
+async def test_scores_halfway_between_two_roundings_round_alike(
+    sqlite_url: str, postgres_url: str, n: int, df: int, total: int, dl: int
+) -> None:
+    sqlite = await _halfway_answers(sqlite_url, n, df, total, dl)
+    assert sqlite == await _halfway_answers(postgres_url, n, df, total, dl)
+    assert len(sqlite) == df

@@ -30,7 +30,9 @@ The steps, for each memory and each query:
    dotted number inside a chunk is a term with its prefixes (``v2.3.1`` -> ``2.3.1``,
    ``2.3``; ``python3.12`` -> ``3.12``); digits written in groups give the digits
    alone (``555-0142`` -> ``5550142``; ``+1 (555) 014-2233`` -> ``15550142233`` and
-   ``5550142233``, for numbers of 7 digits or more). Letters joined by hyphens are
+   ``5550142233``, for numbers of 7 digits or more; ``10,000`` -> ``10000``); two
+   parts joined by ``-``, ``.`` or ``&`` are also joined (``node.js`` -> ``nodejs``,
+   ``AT&T`` -> ``att``, ``GPT-4o`` -> ``gpt4o``). Letters joined by hyphens are
    words, not an identifier: ``e-mail`` is indexed as ``e``, ``mail`` and the word
    ``email``. A query is analysed the same way, so a query for a part finds the
    whole, and a query for the whole matches every level: the exact whole term is
@@ -49,7 +51,9 @@ The steps, for each memory and each query:
    Latin-script words; words in a
    script with one Snowball language use that language's stemmer whatever the
    setting (Cyrillic: Russian, Greek, Arabic, Armenian, Devanagari: Hindi, Tamil;
-   Arabic-script words with Persian letters: Persian, with Urdu letters: none), so
+   Arabic-script words with the Persian letters پ چ ژ گ: Persian, with Urdu letters:
+   none; set ``language="persian"`` for Persian text, whose words often have none of
+   them; Arabic and Persian kaf and yeh fold to one letter), so
    that ``книги`` finds ``книга`` in an English app. ``"simple"`` turns stemming and
    stop words off. Identifiers (whole) and numbers are never stemmed.
 6. **Emoji**: each pictographic character and each flag is a term (``🎉`` finds
@@ -128,7 +132,7 @@ _SCRIPT_RUN = regex.compile(
 _SINGLE = regex.compile(r"[\p{Han}\p{Hangul}]")
 _LETTERS_ALONE = frozenset("abcdefghijklmnopqrstuvwxyz")  # "I'm" -> m: no word of its own
 # Arabic-script words: Persian letters take the Persian stemmer; Urdu's, none.
-_PERSIAN = regex.compile(r"[\u067e\u0686\u0698\u06a9\u06af\u06cc]")
+_PERSIAN = regex.compile(r"[\u067e\u0686\u0698\u06af]")  # pe, che, zhe, gaf
 _URDU = regex.compile(r"[\u0679\u0688\u0691\u06ba\u06be\u06c1\u06c3\u06d2]")
 _CACHED_CHUNKS = 50_000  # chunks (mostly words) whose terms each analyzer remembers
 _LONGEST_RUN_TERM = 16  # a longer run of one script is a clause, not a word
@@ -143,6 +147,8 @@ _EDGE = ".@/\\:-+#~%=?&_"
 _SEGMENT_SPLIT = regex.compile(r"[/\\@:?&=]+")
 _WORD = regex.compile(r"[^\W_]+")
 _COMPOUND = regex.compile(r"[^\W\d_]+(?:-[^\W\d_]+)+")  # self-care: words, not an identifier
+_PAIR = regex.compile(r"([^\W_]+)[-.&]([^\W_]+)")  # node.js, AT&T, GPT-4o: also joined
+_THOUSANDS = regex.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?![\d,])")  # 10,000: 10000
 _SPACED_OR_UNSPACED = regex.compile(rf"[{_UNSPACED}]+|[^{_UNSPACED}]+")
 _UNSPACED_RUN = regex.compile(rf"[{_UNSPACED}]")
 _PARTS = regex.compile(
@@ -163,7 +169,11 @@ _PICTOGRAPH = regex.compile(rf"{_FLAG}|\p{{Extended_Pictographic}}")
 _FOLDED_SCRIPTS = regex.compile(r"[\p{Latin}\p{Greek}\p{Cyrillic}\p{Arabic}\p{Hebrew}]")
 _CYRILLIC = regex.compile(r"\p{Cyrillic}")
 _BREVE = "\u0306"
-_LETTERS = str.maketrans({"ø": "o", "đ": "d", "ł": "l", "ħ": "h", "ı": "i", "æ": "ae", "œ": "oe"})
+_LETTERS = str.maketrans(
+    {"ø": "o", "đ": "d", "ł": "l", "ħ": "h", "ı": "i", "æ": "ae", "œ": "oe"}
+    # Arabic-script letters written two ways: Persian kaf and yeh, alef maksura
+    | {"\u06a9": "\u0643", "\u06cc": "\u064a", "\u0649": "\u064a"}
+)
 
 # The stemmer for a word by its script: Latin words take the service's language; a
 # script with one Snowball language takes it whatever the setting.
@@ -295,6 +305,7 @@ class Analyzer:
             out.extend(chunk_terms(match.group(), query))
         for match in _GROUPED_DIGITS.finditer(text):
             _grouped_digits(match, out)
+        out.extend(m.replace(",", "") for m in _THOUSANDS.findall(text))
         return out
 
     def _chunk_terms(self, chunk: str, query: bool) -> tuple[str, ...]:
@@ -322,6 +333,9 @@ class Analyzer:
                         _whole(fold(segment), out)
             for version in _VERSION.findall(chunk):
                 _version(version, whole=version == chunk, out=out)
+            pair = _PAIR.fullmatch(chunk)
+            if pair and not (pair[1].isdigit() and pair[2].isdigit()):
+                self._stemmed(pair[1] + pair[2], out)
             if _DASHED_DIGITS.fullmatch(chunk):
                 _whole(chunk.replace("-", ""), out)
         for word in words:
@@ -333,14 +347,16 @@ class Analyzer:
 
     def _word(self, word: str, out: list[str]) -> None:
         """A word of a spaced script, with its parts if it is in mixed case
-        (``CamelCaseName``, ``iPhone15``; not ``r2d2`` or a hex digest)."""
+        (``CamelCaseName``) or letters then digits or the reverse (``iPhone15``:
+        ``iphone``, ``15``; not ``r2d2`` or a hex digest)."""
         self._stemmed(word, out)
         parts = _PARTS.findall(word) if not (word.islower() or word.isupper()) else []
-        if len(parts) < 2 and (split := _LETTERS_DIGITS.fullmatch(word)):
-            parts = [p for p in split.groups() if p]  # 45am, RFC7231: one boundary only
-        if len(parts) > 1:
-            for part in parts:
-                self._stemmed(part, out)
+        if len(parts) < 2:
+            parts = []
+        if split := _LETTERS_DIGITS.fullmatch(word):
+            parts += [p for p in split.groups() if p]  # 45am, RFC7231: one boundary only
+        for part in parts:
+            self._stemmed(part, out)
 
     def _stemmed(self, word: str, out: list[str]) -> None:
         folded = fold(word)

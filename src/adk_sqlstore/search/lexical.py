@@ -62,8 +62,9 @@ _FIRST_READ = 2_000  # candidates read in the first MaxScore round, by summed df
 
 SCORE_SCALE = 1e9
 """Scores are rounded to 9 decimals, the same way on every backend
-(``round(score * 1e9) / 1e9``), so that the last bits of floating-point sums taken
-in different orders never reorder results between backends."""
+(``floor(score * 1e9 + 0.5) / 1e9``, halves up: SQLite's ``round`` and PostgreSQL's
+disagree on halves), so that the last bits of floating-point sums taken in different
+orders do not reorder results between backends."""
 
 Scored = tuple[float, float, int]
 """(score, timestamp, pk) of a memory: sorted descending, the best first and, among
@@ -101,7 +102,7 @@ def weigh(terms: list[Term], n: float) -> list[Term]:
 
 def rounded(score: float) -> float:
     """A score as every backend returns it (see :data:`SCORE_SCALE`)."""
-    return round(float(score) * SCORE_SCALE) / SCORE_SCALE
+    return math.floor(float(score) * SCORE_SCALE + 0.5) / SCORE_SCALE
 
 
 def bm25(candidate: Candidate, terms: list[Term], avgdl: float) -> float:

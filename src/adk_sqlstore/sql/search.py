@@ -77,14 +77,14 @@ _PG_BEST = """
 SELECT score, m.timestamp, m.pk
 FROM sqlstore_memories m,
 LATERAL (
-    SELECT round((
+    SELECT floor((
         SELECT sum(x.idf) FROM unnest(CAST(:all_terms AS TEXT[]), CAST(:idfs AS FLOAT8[]))
             AS x(q, idf)
         WHERE m.search_vector @@ CAST(x.q AS tsquery)
     ) * (CAST(:k1 AS FLOAT8) + 1)
     / (1 + CAST(:k1 AS FLOAT8) * (1 - CAST(:b AS FLOAT8)
        + CAST(:b AS FLOAT8) * length(m.search_vector) / CAST(:avgdl AS FLOAT8)))
-    * CAST(:scale AS FLOAT8)) / CAST(:scale AS FLOAT8) AS score
+    * CAST(:scale AS FLOAT8) + 0.5) / CAST(:scale AS FLOAT8) AS score
 ) AS s
 WHERE m.app_name = :app_name AND m.user_id = :user_id AND m.search_scope = :search_scope
   AND m.search_vector @@ CAST(:wanted AS tsquery) {seen}
@@ -144,9 +144,9 @@ def sqlite_rank(terms: int) -> TextClause:
     )
     return text(f"""
         WITH hits AS ({hits})
-        SELECT round(sum(hits.w) * (:k1 + 1)
-               / (1 + :k1 * (1 - :b + :b * m.token_count / :avgdl)) * :scale) / :scale
-               AS score, m.timestamp, m.pk
+        SELECT CAST(sum(hits.w) * (:k1 + 1)
+               / (1 + :k1 * (1 - :b + :b * m.token_count / :avgdl)) * :scale + 0.5
+               AS INTEGER) / :scale AS score, m.timestamp, m.pk
         FROM hits JOIN sqlstore_memories m ON m.pk = hits.pk
         WHERE m.app_name = :app_name AND m.user_id = :user_id
         GROUP BY m.pk
