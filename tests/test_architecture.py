@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ),
     ("statements and engines", ["sql", "engine", "failures"]),
     ("the store", ["migration", "store"]),
-    ("search", ["search"]),
+    ("search", ["search", "embeddings"]),
     ("sessions", ["sessions"]),
     ("memory", ["memory"]),
     ("integrations", ["adk", "cli", "demo", "_entry", "__main__", "__init__"]),

@@ -15,6 +15,7 @@ __all__ = [
     "AlreadyExistsError",
     "ConfigurationError",
     "DatabaseUnavailableError",
+    "EmbeddingError",
     "InvalidArgumentError",
     "InvalidEventError",
     "InvalidIdentifierError",
@@ -120,3 +121,8 @@ class InvalidArgumentError(AdkSqlStoreError, ValueError):
 class ConfigurationError(InvalidArgumentError):
     """A database URL or connection setting that cannot be used: the message says why,
     with any password hidden."""
+
+
+class EmbeddingError(AdkSqlStoreError):
+    """An embedder failed (its server answered with an error, or could not be
+    reached) or returned vectors of the wrong number, length or values."""
