@@ -7,6 +7,7 @@ row of the table, with the same scores.
 from __future__ import annotations
 
 import unicodedata
+import warnings
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -359,7 +360,7 @@ async def test_the_adk_memory_service_takes_the_language_from_its_uri(db_url: st
 
     uri = "sqlstore+" + db_url + ("&" if "?" in db_url else "?") + "language=german"
     async with AdkMemoryService(uri) as memory:
-        assert memory.core.language == "german"
+        assert memory.core.language == memory.language == "german"
     async with AdkMemoryService(uri, language="french") as memory:
         assert memory.core.language == "french"
 
@@ -468,3 +469,39 @@ async def test_scores_halfway_between_two_roundings_round_alike(
     sqlite = await _halfway_answers(sqlite_url, n, df, total, dl)
     assert sqlite == await _halfway_answers(postgres_url, n, df, total, dl)
     assert len(sqlite) == df
+
+
+async def test_a_search_in_another_language_than_the_index_warns_once(db_url: str) -> None:
+    """A search that finds nothing because the app's memories are indexed for another
+    language says so (once per app and service), naming the command to run."""
+    from adk_sqlstore import SearchLanguageWarning
+
+    async with SqlMemoryService.from_url(db_url, language="simple") as simple:
+        await simple.add_memory(
+            app_name=APP,
+            user_id="u",
+            memories=[MemoryEntry(content={"parts": [{"text": "I read many books"}]})],
+        )
+    async with SqlMemoryService.from_url(db_url, language="English") as english:
+        assert english.language == "english"
+        with pytest.warns(
+            SearchLanguageWarning,
+            match="indexed for search language 'simple'.*reindex --language english --app",
+        ):
+            assert (
+                texts(await english.search_memory(app_name=APP, user_id="u", query="books")) == []
+            )
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            await english.search_memory(app_name=APP, user_id="u", query="books")  # once
+            await english.reindex()
+            found = await english.search_memory(app_name=APP, user_id="u", query="books")
+    assert texts(found) == ["I read many books"]
+
+
+def test_migrate_with_a_language_reindexes_for_it(tmp_path: Any) -> None:
+    url = f"sqlite:///{tmp_path}/m.db"
+    cli("migrate", "--url", url)
+    cli("memory", "search", "x", "--app", APP, "--user", "u", "--url", url)
+    out = cli("migrate", "--url", url + "?language=german")
+    assert "already at revision" in out and "for search language 'german'" in out

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         MigrationError,
         PoolTimeoutError,
         SchemaNotMigratedError,
+        SearchLanguageWarning,
         SessionNotFoundError,
         StaleSessionError,
     )
@@ -67,6 +68,7 @@ _HOMES = {
         "MigrationError",
         "PoolTimeoutError",
         "SchemaNotMigratedError",
+        "SearchLanguageWarning",
         "SessionNotFoundError",
         "StaleSessionError",
     ],
@@ -112,6 +114,7 @@ __all__ = [
     "PoolTimeoutError",
     "PruneReport",
     "SchemaNotMigratedError",
+    "SearchLanguageWarning",
     "SearchMemoryResponse",
     "Session",
     "SessionNotFoundError",

@@ -24,6 +24,7 @@ __all__ = [
     "MigrationError",
     "PoolTimeoutError",
     "SchemaNotMigratedError",
+    "SearchLanguageWarning",
     "SessionNotFoundError",
     "StaleSessionError",
 ]
@@ -126,3 +127,9 @@ class ConfigurationError(InvalidArgumentError):
 class EmbeddingError(AdkSqlStoreError):
     """An embedder failed (its server answered with an error, or could not be
     reached) or returned vectors of the wrong number, length or values."""
+
+
+class SearchLanguageWarning(UserWarning):
+    """A search found nothing, and memories of the user are indexed for another search
+    language (or an older text analysis): they cannot match until they are re-indexed
+    (``adk-sqlstore memory reindex``) or searched in their language."""

@@ -78,6 +78,11 @@ class SqlMemoryService(BaseMemoryService, OnStore):
         return cls(url, **kwargs)
 
     @property
+    def language(self) -> str:
+        """The search language (see :class:`adk_sqlstore.SqlMemoryService`)."""
+        return self._core.language
+
+    @property
     def core(self) -> CoreMemoryService:
         """The core service doing the work."""
         return self._core

@@ -15,6 +15,7 @@ from .. import migration
 from ..engine import create_engine
 from ..errors import AdkSqlStoreError
 from ..failures import database_errors
+from ..memory import SqlMemoryService
 from ..sessions import PruneReport, SqlSessionService
 from ..urls import resolve_url
 from .common import AppOption, UrlOption, app, consoles, database, error, progress_bar, run_command
@@ -24,7 +25,10 @@ __all__ = ["demo", "forget_user", "migrate", "prune", "services_yaml"]
 
 @app.command()
 def migrate(url: UrlOption = None) -> None:
-    """Upgrade the database schema to the newest revision (idempotent)."""
+    """Upgrade the database schema to the newest revision (idempotent).
+
+    With ?language= in the URL, memories are then re-indexed for that search language
+    (as adk-sqlstore memory reindex does)."""
 
     async def run() -> None:
         target = resolve_url(url)
@@ -39,6 +43,12 @@ def migrate(url: UrlOption = None) -> None:
             consoles.out.print(f"{target.display}: already at revision {after}")
         else:
             consoles.out.print(f"{target.display}: migrated from {before or 'empty'} to {after}")
+        if target.language is not None:  # ?language=: memories indexed for it
+            async with SqlMemoryService.from_url(url) as memory:
+                done = await memory.reindex()
+            consoles.out.print(
+                f"re-indexed {done} memories for search language {memory.language!r}"
+            )
 
     run_command(run())
 

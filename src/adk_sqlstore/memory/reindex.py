@@ -9,13 +9,15 @@ what is left.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
-from ..search.analysis import analyzer
+from ..errors import SearchLanguageWarning
+from ..search.analysis import Analyzer, analyzer
 from ..sql import memory as sql
 from ..store import Store
 
-__all__ = ["DEFAULT_REINDEX_BATCH", "count_to_reindex", "reindex"]
+__all__ = ["DEFAULT_REINDEX_BATCH", "count_to_reindex", "reindex", "warn_if_indexed_otherwise"]
 
 DEFAULT_REINDEX_BATCH = 1_000
 """Memories re-indexed per transaction."""
@@ -61,3 +63,26 @@ async def reindex(
         after, done = rows[-1][0], done + len(rows)
         if on_batch is not None:
             on_batch(len(rows))
+
+
+async def warn_if_indexed_otherwise(
+    store: Store, searching: Analyzer, *, app_name: str, user_id: str
+) -> None:
+    """Warn (:class:`~adk_sqlstore.errors.SearchLanguageWarning`) when the user has
+    memories indexed for another language or analysis than ``searching``: a search in
+    it cannot match them."""
+    async with store.transaction(write=False) as conn:
+        other = await sql.other_analysis(
+            conn, app_name=app_name, user_id=user_id, signature=searching.signature
+        )
+    if other is not None:
+        indexed = other.partition(":")[2] or "no language (not indexed yet)"
+        warnings.warn(
+            f"memories of user {user_id!r} of app {app_name!r} are indexed for search"
+            f" language {indexed!r}, and this service searches in {searching.language!r}:"
+            " they cannot be found. Re-index them (adk-sqlstore memory reindex"
+            f" --language {searching.language} --app {app_name}) or search in their"
+            " language.",
+            SearchLanguageWarning,
+            stacklevel=4,
+        )

@@ -40,10 +40,17 @@ from ..validation import (
 )
 from .ingestion import IngestReport, idle_sessions, ingest_each, ingest_session
 from .redaction import Redactor
-from .reindex import DEFAULT_REINDEX_BATCH, count_to_reindex, reindex
+from .reindex import (
+    DEFAULT_REINDEX_BATCH,
+    count_to_reindex,
+    reindex,
+    warn_if_indexed_otherwise,
+)
 from .rows import MemoryRows, as_models, check_metadata, iso_time, memory_id
 
 __all__ = ["SqlMemoryService"]
+
+_LANGUAGE_CHECKS_KEPT = 10_000  # users a service remembers having checked
 
 
 class SqlMemoryService(OnStore):
@@ -87,6 +94,7 @@ class SqlMemoryService(OnStore):
         given = Store.of(store, auto_migrate=auto_migrate)
         language = language or given.search_language or DEFAULT_LANGUAGE
         self._rows = MemoryRows(redactors, mask_card_numbers=mask_card_numbers, language=language)
+        self._language_checked: set[tuple[str, str]] = set()
         self._use_store(given, owns=False)
         self._codec: SessionCodec[Any, Any, Any] = SessionCodec(
             models if models is not None else CORE_MODELS,
@@ -290,6 +298,8 @@ class SqlMemoryService(OnStore):
                 limit=limit,
                 language=self.language,
             )
+        if not rows:
+            await self._warn_if_indexed_otherwise(app_name, user_id)
         memories = []
         for row, score in rows:
             metadata = json.loads(row.custom_metadata)
@@ -304,6 +314,16 @@ class SqlMemoryService(OnStore):
                 )
             )
         return SearchMemoryResponse(memories=memories)
+
+    async def _warn_if_indexed_otherwise(self, app_name: str, user_id: str) -> None:
+        """Once per user and service: :func:`.reindex.warn_if_indexed_otherwise`."""
+        if (app_name, user_id) not in self._language_checked:
+            if len(self._language_checked) >= _LANGUAGE_CHECKS_KEPT:
+                self._language_checked.clear()
+            self._language_checked.add((app_name, user_id))
+            await warn_if_indexed_otherwise(
+                self._store, self._rows.analyzer, app_name=app_name, user_id=user_id
+            )
 
     # -- re-indexing --------------------------------------------------------------------
 

@@ -249,13 +249,15 @@ class Analyzer:
     """The text-analysis pipeline for one language (see the module docstring).
 
     Args:
-        language: a Snowball language (:data:`LANGUAGES`), or ``"simple"``.
+        language: a Snowball language (:data:`LANGUAGES`, in any case), or
+            ``"simple"``.
 
     Raises:
         ConfigurationError: an unknown language.
     """
 
     def __init__(self, language: str = DEFAULT_LANGUAGE) -> None:
+        language = language.strip().lower() if isinstance(language, str) else language
         if language not in LANGUAGES:
             raise ConfigurationError(
                 f"unknown search language {language!r}; use one of: {', '.join(LANGUAGES)}"

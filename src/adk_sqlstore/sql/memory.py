@@ -23,6 +23,7 @@ __all__ = [
     "idle_sessions",
     "memories_to_reindex",
     "memory_ids_of_session",
+    "other_analysis",
     "record_ingestion",
     "set_terms",
     "upsert_memories",
@@ -259,3 +260,15 @@ async def set_terms(conn: AsyncConnection, rows: Sequence[tuple[int, list[str], 
                 for pk, terms, signature in rows
             ],
         )
+
+
+async def other_analysis(
+    conn: AsyncConnection, *, app_name: str, user_id: str, signature: str
+) -> str | None:
+    """The analysis of one memory of the user not analysed as ``signature``, if any."""
+    stmt = (
+        select(memories.c.analysis)
+        .where(*_not_analysed_as(signature, app_name), memories.c.user_id == user_id)
+        .limit(1)
+    )
+    return (await conn.execute(stmt)).scalar()
