@@ -505,3 +505,9 @@ def test_migrate_with_a_language_reindexes_for_it(tmp_path: Any) -> None:
     cli("memory", "search", "x", "--app", APP, "--user", "u", "--url", url)
     out = cli("migrate", "--url", url + "?language=german")
     assert "already at revision" in out and "for search language 'german'" in out
+    fresh = f"sqlite:///{tmp_path}/never.db"
+    out = cli("migrate", "--url", fresh + "?language=klingon", code=1)
+    assert "unknown search language 'klingon'" in out
+    assert not (tmp_path / "never.db").exists()  # refused before anything was created
+    out = cli("memory", "reindex", "--app", "no-such-app", "--url", url)
+    assert "none of app 'no-such-app' needed it" in out

@@ -16,6 +16,7 @@ from ..engine import create_engine
 from ..errors import AdkSqlStoreError
 from ..failures import database_errors
 from ..memory import SqlMemoryService
+from ..search.analysis import analyzer
 from ..sessions import PruneReport, SqlSessionService
 from ..urls import resolve_url
 from .common import AppOption, UrlOption, app, consoles, database, error, progress_bar, run_command
@@ -32,6 +33,8 @@ def migrate(url: UrlOption = None) -> None:
 
     async def run() -> None:
         target = resolve_url(url)
+        if target.language is not None:
+            analyzer(target.language)  # an unknown language fails before anything changes
         engine = create_engine(target.url)
         try:
             with database_errors(engine):
@@ -186,10 +189,10 @@ def services_yaml() -> None:
 
     Save it next to your agents, then start ADK with one of its URIs:
 
+    \b
         adk-sqlstore services-yaml > path/to/agents/services.yaml
-
-        adk api_server --session_service_uri sqlstore:// --memory_service_uri sqlstore://
-        path/to/agents
+        adk api_server --session_service_uri sqlstore:// \\
+            --memory_service_uri sqlstore:// path/to/agents
 
     sqlstore:// is $ADK_SQLSTORE_DATABASE_URL, else the embedded SQLite file;
     sqlstore+sqlite:///rel.db is relative to the working directory,

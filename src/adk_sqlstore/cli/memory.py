@@ -163,3 +163,7 @@ def memory_reindex(
 
     done, used = run_command(run())
     consoles.out.print(f"re-indexed {done} memories for search language {used!r}")
+    if done == 0 and app_name is not None:
+        consoles.out.print(
+            f"(none of app {app_name!r} needed it: already indexed so, or the app has no memories)"
+        )
