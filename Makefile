@@ -9,7 +9,7 @@ NEWEST_PYTHON ?= python3.13
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-all test-lowest test-newest-python lint bench bench-smoke check clean
+.PHONY: demo test test-all test-lowest test-newest-python test-embeddings lint bench bench-smoke check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,14 @@ test-newest-python:
 	.venv-newest/bin/pip install --quiet -e ".[dev]"
 	.venv-newest/bin/pytest -n auto -m "not soak" -p no:cacheprovider
 
+# The embedders with their real libraries, the local model included (CI): a venv of its
+# own, torch's CPU build first (an unpinned torch may pull a CUDA build of several GB).
+test-embeddings:
+	$(PYTHON) -m venv .venv-embeddings
+	.venv-embeddings/bin/pip install --quiet torch==2.13.0
+	.venv-embeddings/bin/pip install --quiet -e ".[test,embeddings,openai,google]"
+	ADK_SQLSTORE_REQUIRE_EMBEDDINGS=1 .venv-embeddings/bin/pytest -p no:cacheprovider tests/test_embedders.py
+
 bench: $(VENV)/.installed-dev  # the full run behind benchmarks/RESULTS.md (about 20 min)
 	$(BIN)/python -m benchmarks run --size full --markdown benchmarks/RESULTS.md
 
@@ -64,4 +72,4 @@ lint: $(VENV)/.installed-dev
 check: lint test
 
 clean:
-	rm -rf $(VENV) .venv-lowest .venv-newest dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-lowest .venv-newest .venv-embeddings dist .pytest_cache .mypy_cache .ruff_cache
