@@ -14,18 +14,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import tempfile
 import time
-import uuid
-from pathlib import Path
-
-import asyncpg
 
 from adk_sqlstore import SqlMemoryService
 
+from .__main__ import DEFAULT_ADMIN, throwaway
 from .memory_bench import APP, Corpus, _load_scale, _percentiles, _search_latencies, _settle
-
-DEFAULT_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
 async def measure(url: str, label: str, backend: str, users: int, heavy: int) -> str:
@@ -54,22 +48,8 @@ async def measure(url: str, label: str, backend: str, users: int, heavy: int) ->
 
 
 async def main(args: argparse.Namespace) -> None:
-    if args.backend == "sqlite":
-        with tempfile.TemporaryDirectory() as folder:
-            url = f"sqlite:///{Path(folder) / 'scale.db'}"
-            print(await measure(url, args.label, "sqlite", args.users, args.heavy), flush=True)
-        return
-    name = "bench_scale_" + uuid.uuid4().hex[:8]
-    admin = await asyncpg.connect(args.postgres_admin_url)
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    await admin.close()
-    url = args.postgres_admin_url.rsplit("/", 1)[0] + "/" + name
-    try:
-        print(await measure(url, args.label, "postgres", args.users, args.heavy), flush=True)
-    finally:
-        admin = await asyncpg.connect(args.postgres_admin_url)
-        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-        await admin.close()
+    async with throwaway(args.backend, args.postgres_admin_url) as url:
+        print(await measure(url, args.label, args.backend, args.users, args.heavy), flush=True)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy import text
 
@@ -20,6 +20,7 @@ from adk_sqlstore import ConfigurationError, MemoryEntry, SqlMemoryService
 from adk_sqlstore.search.analysis import analyzer
 
 from .helpers import cli, texts
+from .test_hostile import SETTINGS
 
 APP = "search-text"
 FILLER = "the weather today and lunch plans with friends"
@@ -147,13 +148,9 @@ TABLE: list[tuple[str, str, bool, str]] = [
 
 
 @pytest.fixture
-async def stores(db_url: str) -> AsyncIterator[dict[str, SqlMemoryService]]:
-    """A memory service per language of the table, on one database."""
-    languages = sorted({row[3] for row in TABLE})
-    services = {lang: SqlMemoryService.from_url(db_url, language=lang) for lang in languages}
-    yield services
-    for svc in services.values():
-        await svc.close()
+async def memory(db_url: str) -> AsyncIterator[SqlMemoryService]:
+    async with SqlMemoryService.from_url(db_url) as svc:
+        yield svc
 
 
 async def _answers(db_url: str) -> list[list[tuple[str, float]]]:
@@ -328,22 +325,15 @@ def test_memory_reindex_on_the_command_line(tmp_path: Any) -> None:
 
 # -- hostile text -------------------------------------------------------------------------
 
-HYPOTHESIS = settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
 
-
-@HYPOTHESIS
+@SETTINGS
 @given(stored=st.text(min_size=1, max_size=80), query=st.text(max_size=80))
 async def test_any_text_is_found_by_itself_and_no_query_raises(
-    stores: dict[str, SqlMemoryService], stored: str, query: str
+    memory: SqlMemoryService, stored: str, query: str
 ) -> None:
     """Arbitrary Unicode (any script, marks, controls, lone surrogates): storing never
     raises, a query never raises, and a memory is found by its own text whenever that
     text has a search term."""
-    memory = stores["english"]
     await memory.delete_memories(app_name=APP, user_id="h")
     await memory.add_memory(
         app_name=APP, user_id="h", memories=[MemoryEntry(content={"parts": [{"text": stored}]})]

@@ -160,18 +160,17 @@ class UserMemories:
         """
         # A term adds at most idf * (k1 + 1) / (1 + k1 * (1 - b)) to a memory's score.
         ceiling = [t.idf * (BM25_K1 + 1) / (1 + BM25_K1 * (1 - BM25_B)) for t in terms]
-        finding = terms
         read = 1
-        while read < len(finding) and sum(t.df for t in finding[: read + 1]) <= _FIRST_READ:
+        while read < len(terms) and sum(t.df for t in terms[: read + 1]) <= _FIRST_READ:
             read += 1
         scored: list[Scored] = []
         seen: list[Term] = []
         while True:
-            scored += await self.best(finding[len(seen) : read], seen, terms, avgdl, limit)
-            seen = finding[:read]
+            scored += await self.best(terms[len(seen) : read], seen, terms, avgdl, limit)
+            seen = terms[:read]
             scored.sort(reverse=True)
             del scored[limit:]
-            unread = sum(ceiling[read : len(finding)])
-            if read == len(finding) or (len(scored) == limit and unread < scored[-1][0]):
+            unread = sum(ceiling[read : len(terms)])
+            if read == len(terms) or (len(scored) == limit and unread < scored[-1][0]):
                 return scored
             read += 1
