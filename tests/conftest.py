@@ -37,7 +37,7 @@ from adk_sqlstore.migration import upgrade
 from adk_sqlstore.schema import metadata
 
 from .helpers import LAYERS, Layer, open_layer
-from .pg_cluster import ClusterUnavailable, Pgbouncer, ThrowawayCluster
+from .pg_cluster import ClusterUnavailable, Pgbouncer, ThrowawayCluster, pgvector_binaries
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -100,8 +100,8 @@ def pg_address() -> str:
     return f"{url.host or '127.0.0.1'}:{url.port or 5432}"
 
 
-async def _admin(sql: str) -> None:
-    conn = await asyncpg.connect(_asyncpg_dsn(PG_ADMIN_URL), timeout=5)
+async def _admin(sql: str, admin_url: str = PG_ADMIN_URL) -> None:
+    conn = await asyncpg.connect(_asyncpg_dsn(admin_url), timeout=5)
     try:
         await conn.execute(sql)
     finally:
@@ -139,7 +139,7 @@ class PostgresFactory:
 
     def create(self, *, migrate: bool = True) -> str:
         name = f"adk_sqlstore_test_{uuid.uuid4().hex[:12]}"
-        run_sync(_admin(f'CREATE DATABASE "{name}"'))
+        run_sync(_admin(f'CREATE DATABASE "{name}"', self.admin_url))
         self.created.append(name)
         url = make_url(self.admin_url).set(database=name).render_as_string(hide_password=False)
         if migrate:
@@ -148,7 +148,7 @@ class PostgresFactory:
 
     def drop_all(self) -> None:
         for name in self.created:
-            run_sync(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            run_sync(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', self.admin_url))
 
 
 async def _migrate(url: str) -> None:
@@ -243,6 +243,29 @@ def throwaway_cluster() -> Iterator[ThrowawayCluster]:
         yield cluster
 
 
+@pytest.fixture(scope="session")
+def pgvector_factory() -> Iterator[PostgresFactory]:
+    """A PostgreSQL server with pgvector of this test process's own (pgserver's
+    PostgreSQL 16, started on a free port, removed at the end), making throwaway
+    databases; skipped where pgserver is not installed (a failure under CI=true)."""
+    try:
+        cluster = ThrowawayCluster(binaries=pgvector_binaries())
+    except ClusterUnavailable as exc:
+        if IN_CI:
+            pytest.fail(f"CI=true but {exc}")
+        pytest.skip(str(exc))
+    with cluster:
+        factory = PostgresFactory(cluster.url())
+        yield factory
+        factory.drop_all()
+
+
+@pytest.fixture
+def pgvector_url(pgvector_factory: PostgresFactory) -> str:
+    """A migrated, empty database of this test's own on a server with pgvector."""
+    return pgvector_factory.create()
+
+
 @pytest.fixture(params=BACKENDS)
 def db_url(request: pytest.FixtureRequest) -> str:
     """A migrated, empty database: an SQLite file, or the PostgreSQL test database."""
@@ -267,7 +290,14 @@ async def layer(request: pytest.FixtureRequest, db_url: str) -> AsyncIterator[La
         yield opened
 
 
-_POSTGRES_FIXTURES = {"postgres_server", "postgres_factory", "postgres_test_db", "postgres_url"}
+_POSTGRES_FIXTURES = {
+    "postgres_server",
+    "postgres_factory",
+    "postgres_test_db",
+    "postgres_url",
+    "pgvector_factory",
+    "pgvector_url",
+}
 
 
 @pytest.hookimpl(tryfirst=True)

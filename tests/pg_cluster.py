@@ -33,7 +33,13 @@ from types import TracebackType
 from typing import Self
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-__all__ = ["ClusterUnavailable", "Pgbouncer", "ThrowawayCluster", "server_binaries"]
+__all__ = [
+    "ClusterUnavailable",
+    "Pgbouncer",
+    "ThrowawayCluster",
+    "pgvector_binaries",
+    "server_binaries",
+]
 
 
 class ClusterUnavailable(RuntimeError):
@@ -62,6 +68,28 @@ def server_binaries() -> Path:
     )
 
 
+def pgvector_binaries() -> Path:
+    """The folder of ``initdb`` and ``pg_ctl`` of a PostgreSQL with pgvector: the one
+    the PyPI package ``pgserver`` bundles (PostgreSQL 16, pgvector 0.6.2; only its
+    files are used, not its Python API).
+
+    Raises:
+        ClusterUnavailable: pgserver is not installed (it comes with the test extra).
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("pgserver")
+    if spec is None or spec.origin is None:
+        raise ClusterUnavailable(
+            "no PostgreSQL with pgvector here: the PyPI package pgserver bundles one"
+            ' (pip install -e ".[test]")'
+        )
+    folder = Path(spec.origin).parent / "pginstall" / "bin"
+    if not (folder / "initdb").is_file():
+        raise ClusterUnavailable(f"pgserver has no server binaries at {folder}")
+    return folder
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -78,12 +106,18 @@ class ThrowawayCluster:
         password: the superuser ``postgres`` needs this password over TCP
             (scram-sha-256); ``None``: trust, as the machine's own server.
         settings: more server settings (``-c name=value``).
+        binaries: the folder of the server's programs (default: the newest installed
+            PostgreSQL's, :func:`server_binaries`).
     """
 
     def __init__(
-        self, *, password: str | None = None, settings: dict[str, str] | None = None
+        self,
+        *,
+        password: str | None = None,
+        settings: dict[str, str] | None = None,
+        binaries: Path | None = None,
     ) -> None:
-        self.bin = server_binaries()
+        self.bin = binaries if binaries is not None else server_binaries()
         self.password = password
         self.settings = dict(settings or {})
         self.port = 0

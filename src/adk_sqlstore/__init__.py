@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         SearchLanguageWarning,
         SessionNotFoundError,
         StaleSessionError,
+        VectorSearchWarning,
     )
     from .memory import IngestEvery, IngestReport, MemoryCheckpoint, SqlMemoryService
     from .models import (
@@ -71,6 +72,7 @@ _HOMES = {
         "SearchLanguageWarning",
         "SessionNotFoundError",
         "StaleSessionError",
+        "VectorSearchWarning",
     ],
     "memory": ["IngestEvery", "IngestReport", "MemoryCheckpoint", "SqlMemoryService"],
     "models": [
@@ -122,6 +124,7 @@ __all__ = [
     "SqlSessionService",
     "StaleSessionError",
     "Store",
+    "VectorSearchWarning",
 ]
 
 __version__ = "0.1.0"

@@ -27,6 +27,7 @@ __all__ = [
     "SearchLanguageWarning",
     "SessionNotFoundError",
     "StaleSessionError",
+    "VectorSearchWarning",
 ]
 
 
@@ -133,3 +134,9 @@ class SearchLanguageWarning(UserWarning):
     """A search found nothing, and memories of the user are indexed for another search
     language (or an older text analysis): they cannot match until they are re-indexed
     (``adk-sqlstore memory reindex``) or searched in their language."""
+
+
+class VectorSearchWarning(UserWarning):
+    """Hybrid search was asked for (an embedder is configured) but this database keeps
+    no vectors (PostgreSQL without pgvector): memory search is lexical until pgvector
+    is installed and ``adk-sqlstore memory embed`` has run."""

@@ -23,6 +23,7 @@ from sqlalchemy import (
     ForeignKeyConstraint,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
     Table,
@@ -38,6 +39,7 @@ __all__ = [
     "events",
     "include_object",
     "memories",
+    "memory_embeddings",
     "memory_ingestions",
     "memory_stats",
     "metadata",
@@ -183,6 +185,26 @@ memory_stats = Table(
     Column("doc_count", BigInteger, nullable=False),
     Column("lexeme_count", BigInteger, nullable=False),
     PrimaryKeyConstraint("app_name", "user_id"),
+)
+
+# One embedding per memory (hybrid search): the embedder's model and dimensions, the
+# SHA-256 of what was embedded (the memory is embedded again when it changes), and the
+# vector: little-endian float32 (SQLite BLOB; PostgreSQL pgvector's ``vector`` where
+# the extension exists, else ``bytea``, unused). Deleted with its memory.
+memory_embeddings = Table(
+    "sqlstore_memory_embeddings",
+    metadata,
+    Column("memory_pk", BigInteger().with_variant(Integer(), "sqlite"), nullable=False),
+    Column("app_name", Text, nullable=False),
+    Column("user_id", Text, nullable=False),
+    Column("model", Text, nullable=False),
+    Column("dimensions", Integer, nullable=False),
+    Column("text_sha256", Text, nullable=False),
+    Column("embedding", LargeBinary, nullable=False),
+    Column("update_time", Double, nullable=False),
+    PrimaryKeyConstraint("memory_pk"),
+    ForeignKeyConstraint(["memory_pk"], ["sqlstore_memories.pk"], ondelete="CASCADE"),
+    Index(None, "app_name", "user_id", "model"),
 )
 
 # Which revision of each session memory holds (for idle ingestion).

@@ -30,6 +30,7 @@ from typing import Any, ParamSpec, Self, TypeVar
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from .embeddings.registry import embedder_named
 from .engine import configure_engine, create_engine, dispose_engine, engine_for_loop, given_url
 from .engine import engine_views as _views
 from .errors import (
@@ -145,6 +146,9 @@ class Store(ClosedOnExit):
         self.search_language: str | None = None
         """The URL's ``?language=`` (memory search), taken by memory services on this
         store that are not given one."""
+        self.search_embedder: str | None = None
+        """The URL's ``?embedder=`` (hybrid memory search), taken by memory services on
+        this store that are not given one."""
         self._ready = False
         self._schema_reported = False
         # One per event loop: an asyncio.Lock belongs to the loop that first waits on it.
@@ -162,8 +166,8 @@ class Store(ClosedOnExit):
             url: a database URL; ``None`` means ``$ADK_SQLSTORE_DATABASE_URL``, else the
                 embedded SQLite file. Every spelling of :mod:`adk_sqlstore.urls` works
                 (``postgresql://``, ``sqlite:///``, ADK's ``sqlstore+...`` URIs, an
-                ``auto_migrate`` parameter, a ``language`` parameter for memory search:
-                :attr:`search_language`).
+                ``auto_migrate`` parameter, ``language`` and ``embedder`` parameters for
+                memory search: :attr:`search_language`, :attr:`search_embedder`).
             auto_migrate: migrate on first use; ``None`` means as the URL's
                 ``auto_migrate`` parameter says, else for SQLite yes and for PostgreSQL
                 no (a server database is never altered unless asked). Other stores on
@@ -172,7 +176,8 @@ class Store(ClosedOnExit):
                 ``statement_timeout``, ``search_path``, ``pgbouncer``, ...).
 
         Raises:
-            ConfigurationError: the URL or a setting is invalid, the language unknown, or
+            ConfigurationError: the URL or a setting is invalid, the language or embedder
+                unknown, or
                 the driver is not installed (a ``ValueError``; the message hides the
                 password).
         """
@@ -181,12 +186,15 @@ class Store(ClosedOnExit):
         target = resolve_url(url)
         if target.language is not None:
             analyzer(target.language)  # an unknown language fails before an engine exists
+        if target.embedder is not None:
+            embedder_named(target.embedder)  # so does an unknown embedder
         engine = create_engine(target.url, **settings)
         auto = target.migrates_itself if auto_migrate is None else auto_migrate
         engine.sync_engine.__dict__[_AUTO_MIGRATE] = auto
         store = cls(engine, auto_migrate=auto)
         store._owns_engine = True
         store.search_language = target.language
+        store.search_embedder = target.embedder
         return store
 
     @classmethod

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, overload
+from urllib.parse import unquote
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
@@ -71,12 +72,15 @@ class DatabaseTarget:
         auto_migrate: the URL's ``auto_migrate`` parameter (``None`` when absent).
         language: the URL's ``language`` parameter, the memory search language
             (``None`` when absent).
+        embedder: the URL's ``embedder`` parameter, the embedder of hybrid memory
+            search (``None`` when absent).
     """
 
     url: URL
     embedded: bool
     auto_migrate: bool | None = None
     language: str | None = None
+    embedder: str | None = None
 
     @property
     def migrates_itself(self) -> bool:
@@ -197,7 +201,7 @@ def pop_parameter(url: str | URL | None, name: str) -> tuple[str | URL | None, s
     for pair in query_text.split("&"):
         key, _, value = pair.partition("=")
         if key == name:
-            found = value
+            found = unquote(value)
         elif pair:
             kept.append(pair)
     return base + ("?" + "&".join(kept) if kept else ""), found
@@ -389,8 +393,8 @@ def resolve_url(url: str | URL | None = None) -> DatabaseTarget:
 
     Every spelling of the module docstring is accepted, in ``url`` and in the
     environment variable alike; ``sqlstore://`` (or ``None``) means the environment
-    variable, else the embedded file. An ``auto_migrate`` or ``language`` parameter on
-    ``sqlstore://`` applies to whatever it resolves to.
+    variable, else the embedded file. An ``auto_migrate``, ``language`` or ``embedder``
+    parameter on ``sqlstore://`` applies to whatever it resolves to.
 
     Raises:
         ValueError: the URL is invalid or names an unsupported database (the message
@@ -398,9 +402,12 @@ def resolve_url(url: str | URL | None = None) -> DatabaseTarget:
     """
     auto: bool | None = None
     language: str | None = None
+    embedder: str | None = None
     for candidate in (url, os.environ.get(DATABASE_URL_ENV, "").strip() or None):
         candidate, given_language = pop_parameter(candidate, "language")
         language = language or given_language  # the argument's choice first
+        candidate, given_embedder = pop_parameter(candidate, "embedder")
+        embedder = embedder or given_embedder
         if isinstance(candidate, str):
             candidate, given = _split_options(candidate)
             auto = given if auto is None else auto
@@ -408,12 +415,20 @@ def resolve_url(url: str | URL | None = None) -> DatabaseTarget:
                 continue
         if candidate is not None:
             return DatabaseTarget(
-                normalize_url(candidate), embedded=False, auto_migrate=auto, language=language
+                normalize_url(candidate),
+                embedded=False,
+                auto_migrate=auto,
+                language=language,
+                embedder=embedder,
             )
     path = default_sqlite_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     return DatabaseTarget(
-        normalize_url(f"sqlite:///{path}"), embedded=True, auto_migrate=auto, language=language
+        normalize_url(f"sqlite:///{path}"),
+        embedded=True,
+        auto_migrate=auto,
+        language=language,
+        embedder=embedder,
     )
 
 

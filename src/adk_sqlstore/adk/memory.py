@@ -9,10 +9,13 @@ from typing import Any, Self
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from ..embeddings.base import Embedder
+from ..embeddings.registry import resolve_embedder
 from ..memory import IngestReport
 from ..memory import SqlMemoryService as CoreMemoryService
 from ..memory.redaction import Redactor
 from ..search.analysis import analyzer
+from ..search.hybrid import DEFAULT_CANDIDATES, DEFAULT_WEIGHT
 from ..store import OnStore, Store
 from ._google import AdkEvent, AdkMemoryEntry, AdkSearchResponse, AdkSession, BaseMemoryService
 from .models import ADK_MODELS, adk_errors, to_adk_entry
@@ -34,6 +37,9 @@ class SqlMemoryService(BaseMemoryService, OnStore):
         redactors, mask_card_numbers: the ingestion filter.
         language: the search language (as for :class:`adk_sqlstore.SqlMemoryService`);
             also ``?language=german`` in the URI (the keyword wins).
+        embedder, hybrid_weight, hybrid_candidates: hybrid search (as for
+            :class:`adk_sqlstore.SqlMemoryService`); the embedder also as
+            ``?embedder=minilm`` in the URI (the keyword wins).
         auto_migrate: as for :class:`~adk_sqlstore.adk.SqlSessionService`.
         **settings: connection settings; ``agents_dir`` as for
             :class:`~adk_sqlstore.adk.SqlSessionService`.
@@ -52,10 +58,14 @@ class SqlMemoryService(BaseMemoryService, OnStore):
         mask_card_numbers: bool = True,
         auto_migrate: bool | None = None,
         language: str | None = None,
+        embedder: Embedder | str | None = None,
+        hybrid_weight: float = DEFAULT_WEIGHT,
+        hybrid_candidates: int = DEFAULT_CANDIDATES,
         **settings: Any,
     ) -> None:
         if language is not None:
             analyzer(language)  # an unknown language fails before a store is opened
+        embedder = resolve_embedder(embedder)  # so does an unknown embedder
         given = store if store is not None else engine
         if given is not None:
             self._use_store(Store.of(given, auto_migrate=auto_migrate), owns=False)
@@ -70,6 +80,9 @@ class SqlMemoryService(BaseMemoryService, OnStore):
             mask_card_numbers=mask_card_numbers,
             models=ADK_MODELS,
             language=language,
+            embedder=embedder,
+            hybrid_weight=hybrid_weight,
+            hybrid_candidates=hybrid_candidates,
         )
 
     @classmethod
@@ -81,6 +94,12 @@ class SqlMemoryService(BaseMemoryService, OnStore):
     def language(self) -> str:
         """The search language (see :class:`adk_sqlstore.SqlMemoryService`)."""
         return self._core.language
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder of hybrid search, or ``None`` (see
+        :class:`adk_sqlstore.SqlMemoryService`)."""
+        return self._core.embedder
 
     @property
     def core(self) -> CoreMemoryService:

@@ -1,4 +1,5 @@
-"""Commands on memory: ``memory search``, ``memory ingest-idle``, ``memory reindex``."""
+"""Commands on memory: ``memory search``, ``memory ingest-idle``, ``memory reindex``,
+``memory embed``."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from ..errors import ConfigurationError
 from ..memory import IngestReport, SqlMemoryService
 from .common import (
     AppOption,
@@ -21,7 +23,19 @@ from .common import (
     run_command,
 )
 
-__all__ = ["memory_ingest_idle", "memory_reindex", "memory_search"]
+__all__ = ["memory_embed", "memory_ingest_idle", "memory_reindex", "memory_search"]
+
+EmbedderOption = Annotated[
+    str | None,
+    typer.Option(
+        "--embedder",
+        "--model",
+        metavar="EMBEDDER",
+        help="Embedder for hybrid search: minilm (local; the embeddings extra), openai,"
+        " openai:MODEL, google, google:MODEL or package.module:NAME; default:"
+        " ?embedder= in the URL, else none (BM25 alone).",
+    ),
+]
 
 LanguageOption = Annotated[
     str | None,
@@ -46,11 +60,16 @@ def memory_search(
     ] = 10,
     url: UrlOption = None,
     language: LanguageOption = None,
+    embedder: EmbedderOption = None,
 ) -> None:
-    """Search one user's memories; prints score, time, author and text, best first."""
+    """Search one user's memories; prints score, time, author and text, best first.
+    With an embedder, the score is the hybrid one (BM25 fused with vector
+    similarity)."""
 
     async def run() -> None:
-        async with SqlMemoryService.from_url(database(url), language=language) as memory:
+        async with SqlMemoryService.from_url(
+            database(url), language=language, embedder=embedder
+        ) as memory:
             found = await memory.search_memory(
                 app_name=app_name, user_id=user, query=query, limit=limit
             )
@@ -167,3 +186,42 @@ def memory_reindex(
         consoles.out.print(
             f"(none of app {app_name!r} needed it: already indexed so, or the app has no memories)"
         )
+
+
+@memory_app.command("embed")
+def memory_embed(
+    embedder: EmbedderOption = None,
+    app_name: Annotated[
+        str | None, typer.Option("--app", metavar="APP", help="Only this app.")
+    ] = None,
+    batch_size: Annotated[
+        int, typer.Option(metavar="N", min=1, max=100_000, help="Memories per transaction.")
+    ] = 256,
+    url: UrlOption = None,
+) -> None:
+    """Embed the memories that have no vector of the embedder's model (hybrid search).
+
+    For memories written before an embedder was configured, or while it failed. On
+    PostgreSQL it first enables pgvector (CREATE EXTENSION vector) if the server has
+    it. Memories already embedded for the model are skipped, so it can be run again or
+    resumed after an interruption; each batch is one transaction.
+    """
+
+    async def run() -> tuple[int, str]:
+        async with SqlMemoryService.from_url(database(url), embedder=embedder) as memory:
+            if memory.embedder is None:
+                raise ConfigurationError(
+                    "no embedder: pass --embedder (e.g. --embedder minilm) or ?embedder= in the URL"
+                )
+            pending = await memory.count_to_embed(app_name=app_name)
+            with progress_bar("embedding", "memories") as progress:
+                task = progress.add_task("embed", total=pending)
+                done = await memory.embed_missing(
+                    app_name=app_name,
+                    batch_size=batch_size,
+                    on_batch=lambda n: progress.update(task, advance=n),
+                )
+            return done, memory.embedder.model
+
+    done, model = run_command(run())
+    consoles.out.print(f"embedded {done} memories with {model}")

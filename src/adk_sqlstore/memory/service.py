@@ -4,6 +4,7 @@ modules of :mod:`adk_sqlstore.memory`)."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
@@ -11,10 +12,18 @@ from datetime import timedelta
 from typing import Any, Self
 
 from sqlalchemy.engine import URL
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .. import telemetry
-from ..errors import InvalidArgumentError, SessionNotFoundError
+from ..embeddings.base import Embedder, embed_texts
+from ..embeddings.registry import resolve_embedder
+from ..errors import (
+    AdkSqlStoreError,
+    ConfigurationError,
+    InvalidArgumentError,
+    SessionNotFoundError,
+    VectorSearchWarning,
+)
 from ..models import (
     Content,
     Event,
@@ -25,10 +34,14 @@ from ..models import (
 )
 from ..search import search_memories
 from ..search.analysis import DEFAULT_LANGUAGE, analyzer
+from ..search.hybrid import DEFAULT_CANDIDATES, DEFAULT_WEIGHT, VectorQuery
+from ..search.text import MAX_QUERY_CHARS
 from ..sessions.codec import CORE_MODELS, SessionCodec, SessionModels
 from ..sessions.reading import read_session, session_key
 from ..sessions.retention import forget_user
+from ..sql import embeddings as sql_embeddings
 from ..sql import memory as sql
+from ..sql.embeddings import VectorStorage
 from ..store import OnStore, Store, write_completes
 from ..validation import (
     DEFAULT_MAX_EVENT_BYTES,
@@ -47,8 +60,18 @@ from .reindex import (
     warn_if_indexed_otherwise,
 )
 from .rows import MemoryRows, as_models, check_metadata, iso_time, memory_id
+from .vectors import DEFAULT_EMBED_BATCH, MemoryVectors, Prepared, unit_rows
 
 __all__ = ["SqlMemoryService"]
+
+logger = logging.getLogger(__name__)
+
+PGVECTOR_HINT = (
+    "memory search is lexical only: this PostgreSQL server has no pgvector. Install it"
+    " (e.g. apt install postgresql-16-pgvector, or an image with pgvector), then run"
+    " `adk-sqlstore memory embed --url ... --embedder ...`, which enables it and embeds"
+    " the stored memories"
+)
 
 _LANGUAGE_CHECKS_KEPT = 10_000  # users a service remembers having checked
 
@@ -76,9 +99,21 @@ class SqlMemoryService(OnStore):
             See :mod:`adk_sqlstore.search.analysis`.
             Memories indexed in another language are re-indexed by
             ``adk-sqlstore memory reindex --language ...``.
+        embedder: turns on hybrid search (BM25 fused with vector similarity,
+            :mod:`adk_sqlstore.search.hybrid`): an embedder
+            (:mod:`adk_sqlstore.embeddings`) or its name (``"minilm"``, ``"openai"``,
+            ``"google"``, ``"package.module:NAME"``); default: the store URL's
+            ``?embedder=``, else none (BM25 alone). Memories are embedded when
+            they are written; ``adk-sqlstore memory embed`` embeds those written
+            before.
+        hybrid_weight: the vector side's weight in the fused score, 0 to 1 (default
+            0.5).
+        hybrid_candidates: memories each side proposes (default 100).
 
     Raises:
-        ConfigurationError: an unknown language.
+        ConfigurationError: an unknown language or embedder, or a missing extra.
+        InvalidArgumentError: ``hybrid_weight`` outside 0-1, or ``hybrid_candidates``
+            not 1 or more.
     """
 
     def __init__(
@@ -90,10 +125,26 @@ class SqlMemoryService(OnStore):
         auto_migrate: bool | None = None,
         models: SessionModels[Any, Any, Any] | None = None,
         language: str | None = None,
+        embedder: Embedder | str | None = None,
+        hybrid_weight: float = DEFAULT_WEIGHT,
+        hybrid_candidates: int = DEFAULT_CANDIDATES,
     ) -> None:
         given = Store.of(store, auto_migrate=auto_migrate)
         language = language or given.search_language or DEFAULT_LANGUAGE
         self._rows = MemoryRows(redactors, mask_card_numbers=mask_card_numbers, language=language)
+        chosen = resolve_embedder(embedder if embedder is not None else given.search_embedder)
+        self._vectors = MemoryVectors(chosen) if chosen is not None else None
+        if (
+            isinstance(hybrid_weight, bool)
+            or not isinstance(hybrid_weight, int | float)
+            or not 0 <= hybrid_weight <= 1
+        ):
+            raise InvalidArgumentError(
+                f"hybrid_weight must be a number from 0 to 1, not {hybrid_weight!r}"
+            )
+        check_count("hybrid_candidates", hybrid_candidates, least=1)
+        self._hybrid = (float(hybrid_weight), min(hybrid_candidates, 1000))
+        self._storage: VectorStorage | None = None
         self._language_checked: set[tuple[str, str]] = set()
         self._use_store(given, owns=False)
         self._codec: SessionCodec[Any, Any, Any] = SessionCodec(
@@ -107,6 +158,39 @@ class SqlMemoryService(OnStore):
         """The search language (see the constructor)."""
         return self._rows.analyzer.language
 
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder of hybrid search, or ``None`` (BM25 alone)."""
+        return self._vectors.embedder if self._vectors is not None else None
+
+    async def vector_storage(self) -> VectorStorage:
+        """How this store keeps vectors: ``"blob"`` (SQLite, an exact scan),
+        ``"pgvector"``, or ``"none"`` (no embedder, or PostgreSQL without pgvector:
+        search is lexical; a :class:`~adk_sqlstore.errors.VectorSearchWarning` says so
+        once, naming how to enable it)."""
+        if self._vectors is None:
+            return "none"
+        if self._storage is None:
+            async with self._store.transaction(write=False) as conn:
+                storage = await sql_embeddings.vector_storage(conn)
+            if storage == "none":
+                warnings.warn(PGVECTOR_HINT, VectorSearchWarning, stacklevel=2)
+            self._storage = storage
+        return self._storage
+
+    async def _prepare(self, rows: list[dict[str, Any]]) -> Prepared | None:
+        """Vectors for ``rows``, computed before the write transaction."""
+        if self._vectors is None or not rows:
+            return None
+        return await self._vectors.prepare(self._store, await self.vector_storage(), rows)
+
+    async def _write_vectors(
+        self, conn: AsyncConnection, prepared: Prepared | None, app_name: str, user_id: str
+    ) -> None:
+        """Store ``prepared`` vectors, in the transaction that wrote their memories."""
+        if self._vectors is not None and prepared is not None:
+            await self._vectors.write(conn, prepared, app_name=app_name, user_id=user_id)
+
     @classmethod
     def from_url(
         cls,
@@ -117,14 +201,19 @@ class SqlMemoryService(OnStore):
         mask_card_numbers: bool = True,
         models: SessionModels[Any, Any, Any] | None = None,
         language: str | None = None,
+        embedder: Embedder | str | None = None,
+        hybrid_weight: float = DEFAULT_WEIGHT,
+        hybrid_candidates: int = DEFAULT_CANDIDATES,
         **settings: Any,
     ) -> Self:
         """A service on a store of its own (:meth:`adk_sqlstore.Store.from_url`: the URL,
         ``auto_migrate`` and connection ``settings`` are as there), closed with it.
-        The language may also be given in the URL (``?language=german``); the keyword
-        wins."""
+        The language and the embedder may also be given in the URL
+        (``?language=german&embedder=minilm``); the keywords win."""
         if language is not None:
             analyzer(language)  # an unknown language fails before a store is opened
+        if embedder is not None:
+            embedder = resolve_embedder(embedder)
         store = Store.from_url(url, auto_migrate=auto_migrate, **settings)
         service = cls(
             store,
@@ -132,6 +221,9 @@ class SqlMemoryService(OnStore):
             mask_card_numbers=mask_card_numbers,
             models=models,
             language=language,
+            embedder=embedder,
+            hybrid_weight=hybrid_weight,
+            hybrid_candidates=hybrid_candidates,
         )
         service._use_store(store, owns=True)
         return service
@@ -160,7 +252,9 @@ class SqlMemoryService(OnStore):
                 deleted (or deleted and created again) since; nothing is written, so a
                 deleted or pruned session leaves no memories behind.
         """
-        return await ingest_session(self._store, self._codec, self._rows, session)
+        return await ingest_session(
+            self._store, self._codec, self._rows, session, self._vectors, self.vector_storage
+        )
 
     @telemetry.traced("add_events_to_memory", rows=telemetry.counted)
     @write_completes
@@ -204,12 +298,14 @@ class SqlMemoryService(OnStore):
         textless = {
             memory_id(app_name, user_id, session_id, e.id) for e in checked if not e.partial
         } - {row["id"] for row in rows}
+        prepared = await self._prepare(rows)
         async with self._store.transaction(write=True) as conn:
             if textless:
                 await sql.delete_memories(
                     conn, app_name=app_name, user_id=user_id, memory_ids=sorted(textless)
                 )
             await sql.upsert_memories(conn, rows)
+            await self._write_vectors(conn, prepared, app_name, user_id)
         return len(rows)
 
     @telemetry.traced("add_memory", rows=telemetry.counted)
@@ -249,8 +345,10 @@ class SqlMemoryService(OnStore):
             custom_metadata=custom_metadata,
             now=time.time(),
         )
+        prepared = await self._prepare(rows)
         async with self._store.transaction(write=True) as conn:
             await sql.upsert_memories(conn, rows)
+            await self._write_vectors(conn, prepared, app_name, user_id)
         return [row["id"] for row in rows]
 
     # -- reading ------------------------------------------------------------------------
@@ -289,6 +387,7 @@ class SqlMemoryService(OnStore):
         check_identifier("user_id", user_id)
         check_argument("query", query, str, "a str")
         check_count("limit", limit, least=1)
+        vector = await self._query_vector(query)
         async with self._store.transaction(write=False) as conn:
             rows = await search_memories(
                 conn,
@@ -297,13 +396,16 @@ class SqlMemoryService(OnStore):
                 query=query,
                 limit=limit,
                 language=self.language,
+                vector=vector,
             )
         if not rows:
             await self._warn_if_indexed_otherwise(app_name, user_id)
         memories = []
-        for row, score in rows:
+        for row, scores in rows:
             metadata = json.loads(row.custom_metadata)
-            metadata.update(session_id=row.session_id, event_id=row.event_id, score=score)
+            metadata.update(session_id=row.session_id, event_id=row.event_id, score=scores.score)
+            if vector is not None:
+                metadata.update(lexical_score=scores.lexical, vector_score=scores.similarity)
             memories.append(
                 MemoryEntry(
                     id=row.id,
@@ -314,6 +416,26 @@ class SqlMemoryService(OnStore):
                 )
             )
         return SearchMemoryResponse(memories=memories)
+
+    async def _query_vector(self, query: str) -> VectorQuery | None:
+        """The query's embedding, made before any transaction opens; ``None`` without
+        an embedder, without vector storage, for a blank query, or when the embedder
+        fails (logged: the search is then lexical)."""
+        if self._vectors is None or not query.strip():
+            return None
+        storage = await self.vector_storage()
+        if storage == "none":
+            return None
+        embedder = self._vectors.embedder
+        try:
+            embedded = await embed_texts(embedder, [query[:MAX_QUERY_CHARS]])
+        except AdkSqlStoreError as exc:
+            logger.warning(
+                "embedding a query with %s failed; searching lexically: %s", embedder.model, exc
+            )
+            return None
+        weight, candidates = self._hybrid
+        return VectorQuery(unit_rows(embedded)[0], self._vectors.model, storage, weight, candidates)
 
     async def _warn_if_indexed_otherwise(self, app_name: str, user_id: str) -> None:
         """Once per user and service: :func:`.reindex.warn_if_indexed_otherwise`."""
@@ -363,6 +485,67 @@ class SqlMemoryService(OnStore):
         return await reindex(
             self._store,
             language=language or self.language,
+            app_name=app_name,
+            batch_size=batch_size,
+            on_batch=on_batch,
+        )
+
+    # -- embedding ----------------------------------------------------------------------
+
+    async def count_to_embed(self, *, app_name: str | None = None) -> int:
+        """How many memories :meth:`embed_missing` would embed (same arguments); 0
+        without an embedder."""
+        if self._vectors is None:
+            return 0
+        if app_name is not None:
+            check_identifier("app_name", app_name)
+        return await self._vectors.count_missing(self._store, app_name=app_name)
+
+    @write_completes
+    async def embed_missing(
+        self,
+        *,
+        app_name: str | None = None,
+        batch_size: int = DEFAULT_EMBED_BATCH,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> int:
+        """Embed the memories (of ``app_name``, or of every app) that have no vector of
+        the embedder's model: those written before the embedder was configured, or
+        while it failed. On PostgreSQL it first enables pgvector (``CREATE EXTENSION
+        vector``, then the column's type) if the server has it. Idempotent and
+        resumable; a batch of ``batch_size`` memories is embedded outside any
+        transaction, then written in one; ``on_batch(n)`` is called after each. An
+        administrative operation spanning every user.
+
+        Returns:
+            How many memories were embedded.
+
+        Raises:
+            ConfigurationError: no embedder is configured, or the PostgreSQL server has
+                no pgvector.
+            EmbeddingError: the embedder failed (batches before it are kept).
+            InvalidArgumentError: ``batch_size`` is not 1 or more.
+        """
+        check_count("batch_size", batch_size, least=1)
+        if app_name is not None:
+            check_identifier("app_name", app_name)
+        if self._vectors is None:
+            raise ConfigurationError(
+                "no embedder: give one (SqlMemoryService(embedder=...), ?embedder= in the"
+                " URL, or --embedder)"
+            )
+        if self._store.engine.dialect.name == "postgresql":
+            async with self._store.transaction(write=True) as conn:
+                enabled = await sql_embeddings.enable_pgvector(conn)
+            if not enabled:
+                raise ConfigurationError(
+                    "this PostgreSQL server has no pgvector (the vector extension): install"
+                    " it on the server, then run this again"
+                )
+            self._storage = "pgvector"
+        return await self._vectors.embed_missing(
+            self._store,
+            await self.vector_storage(),
             app_name=app_name,
             batch_size=batch_size,
             on_batch=on_batch,

@@ -4,6 +4,7 @@ SQLite FTS5, with index and query terms from one text analysis.
 - :mod:`.analysis`: the text-analysis pipeline (terms of a memory and of a query);
 - :mod:`.text`: what an event says, the indexed form, the user's scope token;
 - :mod:`.lexical`: the BM25 ranker (MaxScore reads), the same on every backend;
+- :mod:`.hybrid`: BM25 fused with vector similarity, when an embedder is configured;
 - :mod:`.postgres`, :mod:`.sqlite`: each backend's reads (their SQL is in
   :mod:`adk_sqlstore.sql.search`).
 """
@@ -16,7 +17,8 @@ from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .analysis import DEFAULT_LANGUAGE, analyzer
-from .lexical import MAX_SEARCH_RESULTS, TERMS_LOOKED_UP, UserMemories, weigh
+from .hybrid import Fused, VectorQuery, fuse, vector_scores
+from .lexical import MAX_SEARCH_RESULTS, TERMS_LOOKED_UP, Scored, UserMemories, weigh
 from .postgres import PostgresSearch
 from .sqlite import SqliteSearch
 from .text import MAX_QUERY_CHARS, valid_unicode
@@ -32,23 +34,47 @@ async def search_memories(
     query: str,
     limit: int,
     language: str = DEFAULT_LANGUAGE,
-) -> list[tuple[Row[Any], float]]:
+    vector: VectorQuery | None = None,
+) -> list[tuple[Row[Any], Fused]]:
     """Rank one user's memories against a natural-language query, best first.
 
     The query is analysed as memories are indexed (:mod:`.analysis`, in ``language``);
     any query term may match; stop words are ignored; no input raises (the query is
     never parsed as search syntax; it is cut at :data:`~.text.MAX_QUERY_CHARS`
     characters, and its first :data:`~.lexical.TERMS_LOOKED_UP` distinct terms are
-    looked up). At most :data:`~.lexical.MAX_SEARCH_RESULTS` results.
+    looked up). At most :data:`~.lexical.MAX_SEARCH_RESULTS` results. With ``vector``
+    (the query's embedding), BM25 and vector similarity are fused (:mod:`.hybrid`).
 
     Returns:
-        (row, score) pairs; rows have pk, id, session_id, event_id, author, timestamp,
-        content, custom_metadata; the score is BM25, higher is better.
+        (row, scores) pairs; rows have pk, id, session_id, event_id, author,
+        timestamp, content, custom_metadata; ``scores.score`` is BM25, or the fused
+        score with ``vector``; higher is better. Ties go to the more recent memory.
     """
     query = valid_unicode(query[:MAX_QUERY_CHARS]).replace("\x00", " ")
     limit = min(limit, MAX_SEARCH_RESULTS)
+    if limit <= 0:
+        return []
     query_terms = analyzer(language).query_terms(query)[:TERMS_LOOKED_UP]
-    if not query_terms or limit <= 0:
+    wanted = limit if vector is None else max(limit, vector.candidates)
+    lexical = await _lexical(conn, app_name, user_id, query_terms, wanted)
+    if vector is None:
+        ranked = [Fused(pk, score, score, None) for score, _, pk in lexical]
+        rows = await _rows(conn, app_name, user_id, [f.pk for f in ranked])
+        return [(rows[f.pk], f) for f in ranked if f.pk in rows]
+    bm25 = {pk: score for score, _, pk in lexical[: vector.candidates]}
+    similar = await vector_scores(conn, vector, app_name=app_name, user_id=user_id, also=list(bm25))
+    fused = fuse(bm25, similar, vector.weight)
+    rows = await _rows(conn, app_name, user_id, [f.pk for f in fused])
+    fused.sort(key=lambda f: (f.score, rows[f.pk].timestamp if f.pk in rows else 0, f.pk))
+    fused.reverse()
+    return [(rows[f.pk], f) for f in fused[:limit] if f.pk in rows]
+
+
+async def _lexical(
+    conn: AsyncConnection, app_name: str, user_id: str, query_terms: list[str], limit: int
+) -> list[Scored]:
+    """BM25's top ``limit`` (score, timestamp, pk), best first."""
+    if not query_terms:
         return []
     search: UserMemories = (
         PostgresSearch(conn, app_name, user_id, query_terms)
@@ -62,6 +88,12 @@ async def search_memories(
     terms = weigh(terms, n)
     if not terms:
         return []
-    scored = await search.rank(terms, avgdl, limit)
-    rows = await search.rows([pk for _, _, pk in scored])
-    return [(rows[pk], score) for score, _, pk in scored if pk in rows]
+    return await search.rank(terms, avgdl, limit)
+
+
+async def _rows(
+    conn: AsyncConnection, app_name: str, user_id: str, pks: list[int]
+) -> dict[int, Row[Any]]:
+    if not pks:
+        return {}
+    return await UserMemories(conn, app_name, user_id, []).rows(pks)

@@ -1,0 +1,282 @@
+"""Statements on memory embeddings (hybrid search): their storage type, writes, and
+the nearest vectors of one user.
+
+The ``embedding`` column is a BLOB of little-endian float32 on SQLite, pgvector's
+``vector`` on PostgreSQL where the extension is installed, else ``bytea`` (then no
+vector is written or read: search is lexical). Every statement filters by
+``(app_name, user_id)``, and reads only vectors of one ``model``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from sqlalchemy import bindparam, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from .constructs import chunks
+
+__all__ = [
+    "VectorStorage",
+    "count_to_embed",
+    "delete_embeddings",
+    "embedding_shas",
+    "enable_pgvector",
+    "memories_to_embed",
+    "memory_pks",
+    "memory_texts",
+    "nearest_pgvector",
+    "previous_text",
+    "scores_pgvector",
+    "upsert_embeddings",
+    "user_vectors",
+    "vector_storage",
+]
+
+VectorStorage = Literal["blob", "pgvector", "none"]
+"""How a database stores vectors: SQLite BLOBs searched by an exact scan, pgvector, or
+not at all (PostgreSQL without pgvector)."""
+
+_TABLE = "sqlstore_memory_embeddings"
+
+_PG_COLUMN_TYPE = text(
+    "SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a"
+    " WHERE a.attrelid = to_regclass(:table) AND a.attname = 'embedding'"
+)
+
+
+async def vector_storage(conn: AsyncConnection) -> VectorStorage:
+    """How this database stores vectors (see :data:`VectorStorage`)."""
+    if conn.dialect.name != "postgresql":
+        return "blob"
+    column_type = (await conn.execute(_PG_COLUMN_TYPE, {"table": _TABLE})).scalar()
+    return "pgvector" if column_type == "vector" else "none"
+
+
+async def enable_pgvector(conn: AsyncConnection) -> bool:
+    """Make the ``embedding`` column pgvector's ``vector``: create the extension if the
+    server has it, then change the column's type (its rows, unusable ``bytea``, are
+    deleted first). Returns whether the column is ``vector`` now.
+
+    Raises:
+        sqlalchemy.exc.DBAPIError: the extension is on the server but this role may not
+            create it.
+    """
+    if await vector_storage(conn) == "pgvector":
+        return True
+    available = await conn.execute(
+        text("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
+    )
+    if available.first() is None:
+        return False
+    await conn.execute(text("CREATE EXTENSION IF NOT EXISTS vector"))
+    await conn.execute(text(f"DELETE FROM {_TABLE}"))
+    await conn.execute(text(f"ALTER TABLE {_TABLE} ALTER COLUMN embedding TYPE vector USING NULL"))
+    return True
+
+
+_SHAS = text(
+    "SELECT m.id, e.text_sha256 FROM sqlstore_memories m"
+    f" JOIN {_TABLE} e ON e.memory_pk = m.pk"
+    " WHERE m.app_name = :app_name AND m.user_id = :user_id AND m.id IN :ids"
+    " AND e.model = :model"
+).bindparams(bindparam("ids", expanding=True))
+
+
+async def embedding_shas(
+    conn: AsyncConnection, *, app_name: str, user_id: str, model: str, ids: Sequence[str]
+) -> dict[str, str]:
+    """Memory id to the SHA-256 of what was embedded, for those of ``ids`` that have a
+    vector of ``model``."""
+    found: dict[str, str] = {}
+    for chunk in chunks(list(ids)):
+        params = {"app_name": app_name, "user_id": user_id, "model": model, "ids": chunk}
+        found.update((str(i), str(s)) for i, s in (await conn.execute(_SHAS, params)).all())
+    return found
+
+
+_PKS = text(
+    "SELECT id, pk FROM sqlstore_memories"
+    " WHERE app_name = :app_name AND user_id = :user_id AND id IN :ids"
+).bindparams(bindparam("ids", expanding=True))
+
+
+async def memory_pks(
+    conn: AsyncConnection, *, app_name: str, user_id: str, ids: Sequence[str]
+) -> dict[str, int]:
+    """Memory id to row key, for those of ``ids`` that exist."""
+    found: dict[str, int] = {}
+    for chunk in chunks(list(ids)):
+        params = {"app_name": app_name, "user_id": user_id, "ids": chunk}
+        found.update((str(i), int(pk)) for i, pk in (await conn.execute(_PKS, params)).all())
+    return found
+
+
+_TEXTS = text("SELECT pk, text FROM sqlstore_memories WHERE pk IN :pks").bindparams(
+    bindparam("pks", expanding=True)
+)
+
+
+async def memory_texts(conn: AsyncConnection, *, pks: Sequence[int]) -> dict[int, str]:
+    """Row key to indexed text, for those of ``pks`` that exist (any user's: for
+    administrative batches such as ``adk-sqlstore memory embed``)."""
+    found: dict[int, str] = {}
+    for chunk in chunks(list(pks)):
+        found.update((int(pk), str(t)) for pk, t in (await conn.execute(_TEXTS, {"pks": chunk})))
+    return found
+
+
+_PREVIOUS = text(
+    "SELECT text FROM sqlstore_memories"
+    " WHERE app_name = :app_name AND user_id = :user_id AND session_id = :session_id"
+    " AND timestamp < :timestamp ORDER BY timestamp DESC, pk DESC LIMIT 1"
+)
+
+
+async def previous_text(
+    conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str, timestamp: float
+) -> str | None:
+    """The indexed text of the session's last memory before ``timestamp``, if any."""
+    params = {
+        "app_name": app_name,
+        "user_id": user_id,
+        "session_id": session_id,
+        "timestamp": timestamp,
+    }
+    return (await conn.execute(_PREVIOUS, params)).scalar()
+
+
+_UPSERT = (
+    f"INSERT INTO {_TABLE} (memory_pk, app_name, user_id, model, dimensions, text_sha256,"
+    " embedding, update_time)"
+    " VALUES (:memory_pk, :app_name, :user_id, :model, :dimensions, :text_sha256, {vector},"
+    " :update_time)"
+    " ON CONFLICT (memory_pk) DO UPDATE SET model = excluded.model,"
+    " dimensions = excluded.dimensions, text_sha256 = excluded.text_sha256,"
+    " embedding = excluded.embedding, update_time = excluded.update_time"
+)
+_UPSERTS = {
+    "blob": text(_UPSERT.format(vector=":embedding")),
+    "pgvector": text(_UPSERT.format(vector="CAST(:embedding AS vector)")),
+}
+
+
+async def upsert_embeddings(
+    conn: AsyncConnection, storage: VectorStorage, rows: Sequence[dict[str, Any]]
+) -> None:
+    """Store embeddings, one per memory (``memory_pk``), replacing any it had. A row's
+    ``embedding`` is float32 bytes (``blob``) or pgvector's text form (``pgvector``)."""
+    if rows and storage != "none":
+        for chunk in chunks(list(rows)):
+            await conn.execute(_UPSERTS[storage], list(chunk))
+
+
+async def delete_embeddings(
+    conn: AsyncConnection, *, app_name: str, user_id: str, pks: Sequence[int]
+) -> None:
+    """Delete the vectors of the user's memories ``pks``."""
+    stmt = text(
+        f"DELETE FROM {_TABLE} WHERE app_name = :app_name AND user_id = :user_id"
+        " AND memory_pk IN :pks"
+    ).bindparams(bindparam("pks", expanding=True))
+    for chunk in chunks(list(pks)):
+        await conn.execute(stmt, {"app_name": app_name, "user_id": user_id, "pks": chunk})
+
+
+_USER_VECTORS = text(
+    f"SELECT memory_pk, embedding FROM {_TABLE}"
+    " WHERE app_name = :app_name AND user_id = :user_id AND model = :model"
+)
+
+
+async def user_vectors(
+    conn: AsyncConnection, *, app_name: str, user_id: str, model: str
+) -> list[tuple[int, bytes]]:
+    """Every vector of ``model`` the user's memories have, as (row key, float32 bytes)."""
+    params = {"app_name": app_name, "user_id": user_id, "model": model}
+    return [(int(pk), bytes(v)) for pk, v in (await conn.execute(_USER_VECTORS, params)).all()]
+
+
+_PG_NEAREST = text(
+    "SELECT memory_pk, -(embedding <#> CAST(:query AS vector)) AS score"
+    f" FROM {_TABLE}"
+    " WHERE app_name = :app_name AND user_id = :user_id AND model = :model"
+    " ORDER BY embedding <#> CAST(:query AS vector), memory_pk DESC LIMIT :limit"
+)
+
+
+async def nearest_pgvector(
+    conn: AsyncConnection, *, app_name: str, user_id: str, model: str, query: str, limit: int
+) -> list[tuple[int, float]]:
+    """The user's ``limit`` vectors of ``model`` with the largest inner product with
+    ``query`` (pgvector's text form), as (row key, inner product), largest first."""
+    params = {
+        "app_name": app_name,
+        "user_id": user_id,
+        "model": model,
+        "query": query,
+        "limit": limit,
+    }
+    return [(int(pk), float(s)) for pk, s in (await conn.execute(_PG_NEAREST, params)).all()]
+
+
+_PG_SCORES = text(
+    "SELECT memory_pk, -(embedding <#> CAST(:query AS vector)) AS score"
+    f" FROM {_TABLE}"
+    " WHERE app_name = :app_name AND user_id = :user_id AND model = :model"
+    " AND memory_pk IN :pks"
+).bindparams(bindparam("pks", expanding=True))
+
+
+async def scores_pgvector(
+    conn: AsyncConnection,
+    *,
+    app_name: str,
+    user_id: str,
+    model: str,
+    query: str,
+    pks: Sequence[int],
+) -> dict[int, float]:
+    """The inner product with ``query`` of those of the user's memories ``pks`` that
+    have a vector of ``model``."""
+    if not pks:
+        return {}
+    params = {
+        "app_name": app_name,
+        "user_id": user_id,
+        "model": model,
+        "query": query,
+        "pks": list(pks),
+    }
+    return {int(pk): float(s) for pk, s in (await conn.execute(_PG_SCORES, params)).all()}
+
+
+def _to_embed(model: str, app_name: str | None) -> str:
+    where = (
+        "NOT EXISTS (SELECT 1 FROM sqlstore_memory_embeddings e"
+        " WHERE e.memory_pk = m.pk AND e.model = :model)"
+    )
+    return where + (" AND m.app_name = :app_name" if app_name is not None else "")
+
+
+async def count_to_embed(conn: AsyncConnection, *, model: str, app_name: str | None) -> int:
+    """How many memories (of ``app_name``, or all) have no vector of ``model``."""
+    stmt = text(f"SELECT count(*) FROM sqlstore_memories m WHERE {_to_embed(model, app_name)}")
+    params = {"model": model, "app_name": app_name}
+    return int((await conn.execute(stmt, params)).scalar_one())
+
+
+async def memories_to_embed(
+    conn: AsyncConnection, *, model: str, app_name: str | None, after: int, limit: int
+) -> list[dict[str, Any]]:
+    """Up to ``limit`` memories without a vector of ``model``, in row-key order after
+    ``after`` (keyset pagination), with what embedding them needs: pk, app_name,
+    user_id, session_id, timestamp and indexed text."""
+    stmt = text(
+        "SELECT m.pk, m.app_name, m.user_id, m.id, m.session_id, m.timestamp, m.text"
+        f" FROM sqlstore_memories m WHERE {_to_embed(model, app_name)} AND m.pk > :after"
+        " ORDER BY m.pk LIMIT :limit"
+    )
+    params = {"model": model, "app_name": app_name, "after": after, "limit": limit}
+    return [dict(row._mapping) for row in (await conn.execute(stmt, params)).all()]
