@@ -314,6 +314,52 @@ async def test_vectors_go_with_their_memories(vector_url: str) -> None:
         assert [r[2] for r in await vector_rows(memory)] == ["u2"]
 
 
+async def test_pgvector_big_users_are_searched_through_the_hnsw_index(
+    pgvector_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user past HNSW_FROM memories is searched through the model's HNSW index
+    (made at first use on a small table); when the index cannot serve a user (too few
+    of the nearest vectors of all users are theirs), the exact scan answers."""
+    from adk_sqlstore.search import hybrid as hybrid_module
+    from adk_sqlstore.sql import embeddings as sql_embeddings
+
+    monkeypatch.setattr(hybrid_module, "HNSW_FROM", 100)
+    calls: list[tuple[str, int]] = []
+    real = sql_embeddings.nearest_hnsw
+
+    async def counting(*args: Any, **kwargs: Any) -> list[tuple[int, float]]:
+        found = await real(*args, **kwargs)
+        calls.append((kwargs["user_id"], len(found)))
+        return found
+
+    monkeypatch.setattr(sql_embeddings, "nearest_hnsw", counting)
+    words = ["tea", "car", "sport", "wife", "green", "paris", "music", "bread", "rain", "code"]
+
+    def notes(user: str, n: int) -> list[dict[str, Any]]:
+        return [fact(f"{words[i % 10]} {words[i // 10 % 10]} {user} {i}") for i in range(n)]
+
+    async with SqlMemoryService.from_url(
+        pgvector_url, embedder=Concepts(), hybrid_candidates=20
+    ) as memory:
+        await memory.add_memory(app_name=APP, user_id="big", memories=notes("big", 1000))
+        await memory.add_memory(app_name=APP, user_id="mid", memories=notes("mid", 100))
+        await memory.add_memory(app_name=APP, user_id="small", memories=notes("small", 5))
+        async with memory.store.transaction(write=False) as conn:
+            assert await sql_embeddings.hnsw_exists(conn, model="test-concepts", dimensions=64)
+        found = {}
+        for user in ("big", "mid", "small"):
+            found[user] = texts(await search(memory, "tennis tesla", user=user, limit=5))
+            assert len(found[user]) == 5 and all(f" {user} " in t for t in found[user])
+        assert ("big", 20) in calls  # through the index, which found enough
+        assert ("small", 20) not in calls  # under HNSW_FROM: never through it
+        assert [n for u, n in calls if u == "mid"] and all(n < 20 for u, n in calls if u == "mid")
+        monkeypatch.setattr(hybrid_module, "HNSW_FROM", 10**9)  # exact scans only
+        for user in ("mid", "small"):  # the index fell short, or was not used: exact
+            assert texts(await search(memory, "tennis tesla", user=user, limit=5)) == found[user]
+        exact = texts(await search(memory, "tennis tesla", user="big", limit=5))
+        assert exact[0] == found["big"][0]
+
+
 # -- configuration ------------------------------------------------------------------
 
 

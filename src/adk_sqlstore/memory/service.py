@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any, Self
 
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .. import telemetry
@@ -34,7 +35,7 @@ from ..models import (
 )
 from ..search import search_memories
 from ..search.analysis import DEFAULT_LANGUAGE, analyzer
-from ..search.hybrid import DEFAULT_CANDIDATES, DEFAULT_WEIGHT, VectorQuery
+from ..search.hybrid import DEFAULT_CANDIDATES, DEFAULT_WEIGHT, HNSW_FROM, VectorQuery
 from ..search.text import MAX_QUERY_CHARS
 from ..sessions.codec import CORE_MODELS, SessionCodec, SessionModels
 from ..sessions.reading import read_session, session_key
@@ -65,6 +66,11 @@ from .vectors import DEFAULT_EMBED_BATCH, MemoryVectors, Prepared, unit_rows
 __all__ = ["SqlMemoryService"]
 
 logger = logging.getLogger(__name__)
+
+_HNSW_BUILT_AT_START = 10_000
+"""On PostgreSQL, a service creates its model's HNSW index at first use when fewer
+vectors of the model than this are stored (seconds); over more, building it is left
+to ``adk-sqlstore memory embed`` (minutes, blocking writes to the table)."""
 
 PGVECTOR_HINT = (
     "memory search is lexical only: this PostgreSQL server has no pgvector. Install it"
@@ -145,6 +151,7 @@ class SqlMemoryService(OnStore):
         check_count("hybrid_candidates", hybrid_candidates, least=1)
         self._hybrid = (float(hybrid_weight), min(hybrid_candidates, 1000))
         self._storage: VectorStorage | None = None
+        self._hnsw = False
         self._language_checked: set[tuple[str, str]] = set()
         self._use_store(given, owns=False)
         self._codec: SessionCodec[Any, Any, Any] = SessionCodec(
@@ -175,8 +182,37 @@ class SqlMemoryService(OnStore):
                 storage = await sql_embeddings.vector_storage(conn)
             if storage == "none":
                 warnings.warn(PGVECTOR_HINT, VectorSearchWarning, stacklevel=2)
+            elif storage == "pgvector":
+                self._hnsw = await self._ensure_hnsw(build_any=False)
             self._storage = storage
         return self._storage
+
+    async def _ensure_hnsw(self, *, build_any: bool) -> bool:
+        """Whether the embedder's model has its HNSW index (PostgreSQL), creating it
+        if there are fewer than :data:`_HNSW_BUILT_AT_START` vectors of the model (or
+        whatever their number, ``build_any``: ``memory embed``)."""
+        assert self._vectors is not None
+        model, dimensions = self._vectors.model, int(self._vectors.embedder.dimensions)
+        async with self._store.transaction(write=False) as conn:
+            if await sql_embeddings.hnsw_exists(conn, model=model, dimensions=dimensions):
+                return True
+            count = await sql_embeddings.count_vectors(conn, model=model)
+        if count >= _HNSW_BUILT_AT_START and not build_any:
+            logger.warning(
+                "%d vectors of %s have no HNSW index: users with %d memories or more are"
+                " searched by an exact scan; `adk-sqlstore memory embed` builds the index",
+                count,
+                model,
+                HNSW_FROM,
+            )
+            return False
+        try:
+            async with self._store.transaction(write=True) as conn:
+                await sql_embeddings.ensure_hnsw(conn, model=model, dimensions=dimensions)
+        except (AdkSqlStoreError, DBAPIError) as exc:  # e.g. another process made it first
+            logger.info("creating the HNSW index of %s: %s", model, exc)
+        async with self._store.transaction(write=False) as conn:
+            return await sql_embeddings.hnsw_exists(conn, model=model, dimensions=dimensions)
 
     async def _prepare(self, rows: list[dict[str, Any]]) -> Prepared | None:
         """Vectors for ``rows``, computed before the write transaction."""
@@ -435,7 +471,14 @@ class SqlMemoryService(OnStore):
             )
             return None
         weight, candidates = self._hybrid
-        return VectorQuery(unit_rows(embedded)[0], self._vectors.model, storage, weight, candidates)
+        return VectorQuery(
+            unit_rows(embedded)[0],
+            self._vectors.model,
+            storage,
+            weight=weight,
+            candidates=candidates,
+            hnsw=self._hnsw,
+        )
 
     async def _warn_if_indexed_otherwise(self, app_name: str, user_id: str) -> None:
         """Once per user and service: :func:`.reindex.warn_if_indexed_otherwise`."""
@@ -512,7 +555,9 @@ class SqlMemoryService(OnStore):
         """Embed the memories (of ``app_name``, or of every app) that have no vector of
         the embedder's model: those written before the embedder was configured, or
         while it failed. On PostgreSQL it first enables pgvector (``CREATE EXTENSION
-        vector``, then the column's type) if the server has it. Idempotent and
+        vector``, then the column's type) if the server has it, and afterwards builds
+        the model's HNSW index if it is missing (minutes for millions of vectors,
+        blocking writes to the vector table meanwhile). Idempotent and
         resumable; a batch of ``batch_size`` memories is embedded outside any
         transaction, then written in one; ``on_batch(n)`` is called after each. An
         administrative operation spanning every user.
@@ -543,13 +588,16 @@ class SqlMemoryService(OnStore):
                     " it on the server, then run this again"
                 )
             self._storage = "pgvector"
-        return await self._vectors.embed_missing(
+        done = await self._vectors.embed_missing(
             self._store,
             await self.vector_storage(),
             app_name=app_name,
             batch_size=batch_size,
             on_batch=on_batch,
         )
+        if self._storage == "pgvector":
+            self._hnsw = await self._ensure_hnsw(build_any=True)
+        return done
 
     # -- forgetting ---------------------------------------------------------------------
 

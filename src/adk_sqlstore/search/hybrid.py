@@ -22,11 +22,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..sql import embeddings as sql
 from ..sql.embeddings import VectorStorage
+from ..sql.search import MEMORY_STATS
 from .lexical import rounded
 
 __all__ = [
     "DEFAULT_CANDIDATES",
     "DEFAULT_WEIGHT",
+    "HNSW_FROM",
     "Fused",
     "VectorQuery",
     "fuse",
@@ -37,6 +39,13 @@ DEFAULT_WEIGHT = 0.5
 """The vector side's weight in the fused score (BM25 has ``1 - weight``)."""
 DEFAULT_CANDIDATES = 100
 """Memories each side proposes."""
+HNSW_FROM = 20_000
+"""On PostgreSQL, a user with this many memories or more is searched through the
+model's HNSW index (where it exists), and a smaller one by an exact scan of the user's
+vectors (their btree index): an exact scan of 100,000 vectors of 384 dimensions took
+about 100 ms, the index 13 ms; 1,000 took 1.5 ms exactly. When the index returns fewer
+than the candidates wanted (it filters the user's vectors out of the nearest of all
+users'), the exact scan runs instead."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,8 @@ class VectorQuery:
     storage: VectorStorage
     weight: float = DEFAULT_WEIGHT
     candidates: int = DEFAULT_CANDIDATES
+    hnsw: bool = False
+    """Whether the model has an HNSW index (PostgreSQL)."""
 
 
 @dataclass(frozen=True)
@@ -97,16 +108,24 @@ async def vector_scores(
     products of unit vectors, rounded as scores are."""
     if query.storage == "pgvector":
         text_form = "[" + ",".join(repr(float(x)) for x in query.vector) + "]"
-        found = dict(
-            await sql.nearest_pgvector(
-                conn,
-                app_name=app_name,
-                user_id=user_id,
-                model=query.model,
-                query=text_form,
-                limit=query.candidates,
+        where = {"app_name": app_name, "user_id": user_id, "model": query.model}
+        found = {}
+        if query.hnsw and await _memory_count(conn, app_name, user_id) >= HNSW_FROM:
+            found = dict(
+                await sql.nearest_hnsw(
+                    conn,
+                    **where,
+                    dimensions=int(query.vector.shape[0]),
+                    query=text_form,
+                    limit=query.candidates,
+                )
             )
-        )
+            if len(found) < query.candidates:
+                found = {}  # the index came up short: scan exactly
+        if not found:
+            found = dict(
+                await sql.nearest_pgvector(conn, **where, query=text_form, limit=query.candidates)
+            )
         missing = [pk for pk in also if pk not in found]
         found.update(
             await sql.scores_pgvector(
@@ -136,3 +155,8 @@ async def vector_scores(
             for i in np.flatnonzero(np.isin(pks, list(wanted))):
                 found[int(pks[i])] = float(similarity[i])
     return {pk: rounded(score) for pk, score in found.items()}
+
+
+async def _memory_count(conn: AsyncConnection, app_name: str, user_id: str) -> int:
+    row = (await conn.execute(MEMORY_STATS, {"app_name": app_name, "user_id": user_id})).first()
+    return int(row.doc_count) if row is not None else 0
