@@ -30,6 +30,7 @@ from adk_sqlstore.engine import create_engine
 from adk_sqlstore.urls import redact_url
 
 from .contenders import contenders
+from .hybrid_bench import HYBRID_SIZES, run_hybrid
 from .memory_bench import MEMORY_SIZES, run_memory
 from .suite import SIZES, Figure, run_sessions
 
@@ -165,6 +166,10 @@ async def measure(backend: str, args: argparse.Namespace, console: Console) -> l
             figures += await run_sessions(contenders(backend), url, SIZES[args.size], progress)
         if not args.skip_memory:
             figures += await run_memory(database, url, MEMORY_SIZES[args.size], progress)
+    if not args.skip_hybrid and not args.url:
+        figures += await run_hybrid(
+            backend, args.postgres_admin_url, HYBRID_SIZES[args.size], progress
+        )
     return figures
 
 
@@ -184,6 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--markdown", type=Path, help="also write the tables to this file")
     run.add_argument("--skip-memory", action="store_true", help="session figures only")
     run.add_argument("--skip-sessions", action="store_true", help="memory figures only")
+    run.add_argument(
+        "--skip-hybrid",
+        action="store_true",
+        help="no hybrid-search figures (vectors; on PostgreSQL they need pgvector, else"
+        " pgserver's server is started)",
+    )
     args = parser.parse_args(argv)
     backends = args.backend or ["sqlite", "postgres"]
     if args.url and len(backends) > 1:

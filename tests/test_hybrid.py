@@ -360,6 +360,62 @@ async def test_pgvector_big_users_are_searched_through_the_hnsw_index(
         assert exact[0] == found["big"][0]
 
 
+async def test_sqlite_keeps_big_users_vectors_in_memory_and_sees_every_change(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big user's vectors stay in memory between searches (search.hybrid's cache),
+    used only while their fingerprint is unchanged: writes through another store (as
+    from another process) are seen at once."""
+    from adk_sqlstore.search import hybrid as hybrid_module
+
+    monkeypatch.setattr(hybrid_module, "CACHED_FROM", 3)
+    cache = hybrid_module.UserVectorCache(2**20)
+    monkeypatch.setattr(hybrid_module, "VECTOR_CACHE", cache)
+    async with (
+        SqlMemoryService.from_url(sqlite_url, embedder=Concepts()) as reader,
+        SqlMemoryService.from_url(sqlite_url, embedder=Concepts()) as writer,
+    ):
+        await writer.add_memory(
+            app_name=APP,
+            user_id="u1",
+            memories=[fact(f"{w} note", id=w) for w in ("tea", "bread", "rain", "music")],
+        )
+        assert texts(await search(reader, "What sport do I like?"))  # read and cached
+        assert len(cache._entries) == 1
+        await writer.add_memory(app_name=APP, user_id="u1", memories=[fact(SPORT, id="s")])
+        assert texts(await search(reader, "What sport do I like?"))[0] == SPORT
+        await writer.add_memory(app_name=APP, user_id="u1", memories=[fact("I drive", id="s")])
+        assert texts(await search(reader, "Tesla", limit=1)) == ["I drive"]
+        await writer.delete_memories(app_name=APP, user_id="u1", memory_ids=["s"])
+        assert "I drive" not in texts(await search(reader, "Tesla"))
+        hit = await search(reader, "tea")
+        assert texts(hit)[0] == "tea note"
+
+
+async def test_a_big_users_bm25_candidates_leave_out_common_words(
+    vector_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """For a user past HNSW_FROM memories, hybrid search's BM25 side skips words held
+    by more than 2% of the user's memories (search.hybrid.BIG_USER_TERM_SHARE)."""
+    from adk_sqlstore.search import hybrid as hybrid_module
+
+    monkeypatch.setattr(hybrid_module, "HNSW_FROM", 50)
+    async with SqlMemoryService.from_url(vector_url, embedder=Concepts()) as memory:
+        notes = [fact(f"common note number {i}") for i in range(100)]
+        notes.append(fact("common zebra sighting"))
+        await memory.add_memory(app_name=APP, user_id="u1", memories=notes)
+        found = await search(memory, "common zebra")
+        assert texts(found)[0] == "common zebra sighting"
+        scored = [m for m in found.memories if m.custom_metadata["lexical_score"] is not None]
+        assert [m.custom_metadata["lexical_score"] for m in scored] == [
+            scored[0].custom_metadata["lexical_score"]
+        ]  # only the zebra memory: "common" (101 memories) was left out
+        only_common = await search(memory, "common")
+        assert all(m.custom_metadata["lexical_score"] is None for m in only_common.memories)
+    async with SqlMemoryService.from_url(vector_url) as lexical:
+        assert len((await search(lexical, "common", limit=200)).memories) == 101
+
+
 # -- configuration ------------------------------------------------------------------
 
 

@@ -75,9 +75,9 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("memory_pk", name="pk_sqlstore_memory_embeddings"),
     )
     op.create_index(
-        "ix_sqlstore_memory_embeddings_app_name_user_id_model",
+        "ix_sqlstore_memory_embeddings_user_vectors",
         "sqlstore_memory_embeddings",
-        ["app_name", "user_id", "model"],
+        ["app_name", "user_id", "model", "dimensions", "update_time"],
     )
     if dialect == "postgresql" and _pgvector():
         op.execute(

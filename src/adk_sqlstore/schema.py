@@ -204,7 +204,16 @@ memory_embeddings = Table(
     Column("update_time", Double, nullable=False),
     PrimaryKeyConstraint("memory_pk"),
     ForeignKeyConstraint(["memory_pk"], ["sqlstore_memories.pk"], ondelete="CASCADE"),
-    Index(None, "app_name", "user_id", "model"),
+    # The user's vectors of one model and length; with update_time, their fingerprint
+    # (count, keys, latest change) is read from the index alone (search.hybrid's cache).
+    Index(
+        "ix_sqlstore_memory_embeddings_user_vectors",
+        "app_name",
+        "user_id",
+        "model",
+        "dimensions",
+        "update_time",
+    ),
 )
 
 # Which revision of each session memory holds (for idle ingestion).

@@ -84,6 +84,12 @@ class MemoryVectors:
         """The embedder's model name."""
         return str(self.embedder.model)
 
+    @property
+    def dimensions(self) -> int:
+        """The length of the embedder's vectors (with the model, what a vector is
+        compared by)."""
+        return int(self.embedder.dimensions)
+
     async def vectors(self, texts: Sequence[tuple[str, str]]) -> np.ndarray:
         """The vector of each (text, text with its previous) pair, in order.
 
@@ -113,6 +119,7 @@ class MemoryVectors:
                 app_name=first["app_name"],
                 user_id=first["user_id"],
                 model=self.model,
+                dimensions=self.dimensions,
                 ids=[row["id"] for row in rows],
             )
             previous = None
@@ -189,7 +196,9 @@ class MemoryVectors:
     async def count_missing(self, store: Store, *, app_name: str | None) -> int:
         """How many memories (of ``app_name``, or all) have no vector of the model."""
         async with store.transaction(write=False) as conn:
-            return await sql.count_to_embed(conn, model=self.model, app_name=app_name)
+            return await sql.count_to_embed(
+                conn, model=self.model, dimensions=self.dimensions, app_name=app_name
+            )
 
     async def embed_missing(
         self,
@@ -215,7 +224,12 @@ class MemoryVectors:
         while True:
             async with store.transaction(write=False) as conn:
                 batch = await sql.memories_to_embed(
-                    conn, model=self.model, app_name=app_name, after=after, limit=batch_size
+                    conn,
+                    model=self.model,
+                    dimensions=self.dimensions,
+                    app_name=app_name,
+                    after=after,
+                    limit=batch_size,
                 )
                 pairs = []
                 for row in batch:

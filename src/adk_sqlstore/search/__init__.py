@@ -17,7 +17,14 @@ from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .analysis import DEFAULT_LANGUAGE, analyzer
-from .hybrid import Fused, VectorQuery, fuse, vector_scores
+from .hybrid import (
+    Fused,
+    VectorQuery,
+    candidate_df_limit,
+    candidate_terms,
+    fuse,
+    vector_scores,
+)
 from .lexical import MAX_SEARCH_RESULTS, TERMS_LOOKED_UP, Scored, UserMemories, weigh
 from .postgres import PostgresSearch
 from .sqlite import SqliteSearch
@@ -56,7 +63,7 @@ async def search_memories(
         return []
     query_terms = analyzer(language).query_terms(query)[:TERMS_LOOKED_UP]
     wanted = limit if vector is None else max(limit, vector.candidates)
-    lexical = await _lexical(conn, app_name, user_id, query_terms, wanted)
+    lexical = await _lexical(conn, app_name, user_id, query_terms, wanted, vector is not None)
     if vector is None:
         ranked = [Fused(pk, score, score, None) for score, _, pk in lexical]
         rows = await _rows(conn, app_name, user_id, [f.pk for f in ranked])
@@ -71,9 +78,16 @@ async def search_memories(
 
 
 async def _lexical(
-    conn: AsyncConnection, app_name: str, user_id: str, query_terms: list[str], limit: int
+    conn: AsyncConnection,
+    app_name: str,
+    user_id: str,
+    query_terms: list[str],
+    limit: int,
+    hybrid: bool = False,
 ) -> list[Scored]:
-    """BM25's top ``limit`` (score, timestamp, pk), best first."""
+    """BM25's top ``limit`` (score, timestamp, pk), best first; as candidates of a
+    hybrid search, for a big user, over the rarer terms only
+    (:func:`.hybrid.candidate_terms`)."""
     if not query_terms:
         return []
     search: UserMemories = (
@@ -81,11 +95,15 @@ async def _lexical(
         if conn.dialect.name == "postgresql"
         else SqliteSearch(conn, app_name, user_id, query_terms)
     )
+    if hybrid:
+        search.df_limit = candidate_df_limit
     found = await search.terms()
     if found is None:
         return []
     terms, n, avgdl = found
     terms = weigh(terms, n)
+    if hybrid:
+        terms = candidate_terms(terms, n)
     if not terms:
         return []
     return await search.rank(terms, avgdl, limit)

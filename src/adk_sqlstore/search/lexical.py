@@ -23,6 +23,7 @@ k.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,6 +124,10 @@ class UserMemories:
         self.params: dict[str, Any] = {"app_name": app_name, "user_id": user_id}
         self.scope = search_scope(app_name, user_id)
         self.query_terms = query_terms
+        self.df_limit: Callable[[float], int | None] = lambda n: None
+        """Given the user's N, a document frequency past which a term need not be
+        counted exactly (its count may stop there; :func:`.hybrid.candidate_terms`
+        leaves such terms out), or ``None``: count every term exactly."""
 
     async def rows(self, pks: list[int]) -> dict[int, Row[Any]]:
         """The memories to return, by row key."""

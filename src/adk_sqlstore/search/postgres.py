@@ -63,11 +63,13 @@ class PostgresSearch(UserMemories):
 
     async def _counted_terms(self, n: float) -> list[Term]:
         """Exact document frequencies, each counted through the GIN index from the
-        user's postings (as SQLite's FTS5 counts them: both backends weigh alike)."""
+        user's postings (as SQLite's FTS5 counts them: both backends weigh alike); up
+        to :attr:`df_limit` where one is set."""
+        limit = self.df_limit(n)
         params = {
             **self.params,
             "terms": self.query_terms,
-            "cap": int(n),
+            "cap": int(n) if limit is None else limit,
             "search_scope": self.scope,
         }
         counted = {t: int(df) for t, df in await self.conn.execute(PG_TERM_COUNTS, params)}

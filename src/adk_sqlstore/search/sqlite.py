@@ -27,14 +27,23 @@ class SqliteSearch(UserMemories):
         stats = await self.stats()
         if stats is None:
             return None
+        return await self._counted(self.df_limit(stats[0])), *stats
+
+    async def _counted(self, limit: int | None) -> list[Term]:
+        """The query terms with their document frequencies, counted up to ``limit``."""
         words = self.query_terms
         found: list[Term] = []
         for start in range(0, len(words), _TERMS_PER_STATEMENT):
             chunk = words[start : start + _TERMS_PER_STATEMENT]
-            params = {f"m{i}": fts5_match(self.scope, w) for i, w in enumerate(chunk)}
-            counts = await self.conn.execute(sqlite_term_counts(len(chunk)), params)
+            params: dict[str, Any] = {
+                f"m{i}": fts5_match(self.scope, w) for i, w in enumerate(chunk)
+            }
+            if limit is not None:
+                params["cap"] = limit
+            statement = sqlite_term_counts(len(chunk), capped=limit is not None)
+            counts = await self.conn.execute(statement, params)
             found += [Term(chunk[i], int(df)) for i, df in counts.all()]
-        return found, *stats
+        return found
 
     async def rank(self, terms: list[Term], avgdl: float, limit: int) -> list[Scored]:
         params: dict[str, Any] = {

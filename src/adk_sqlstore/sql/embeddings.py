@@ -36,6 +36,7 @@ __all__ = [
     "scores_pgvector",
     "upsert_embeddings",
     "user_vectors",
+    "vector_fingerprint",
     "vector_storage",
 ]
 
@@ -85,18 +86,30 @@ _SHAS = text(
     "SELECT m.id, e.text_sha256 FROM sqlstore_memories m"
     f" JOIN {_TABLE} e ON e.memory_pk = m.pk"
     " WHERE m.app_name = :app_name AND m.user_id = :user_id AND m.id IN :ids"
-    " AND e.model = :model"
+    " AND e.model = :model AND e.dimensions = :dimensions"
 ).bindparams(bindparam("ids", expanding=True))
 
 
 async def embedding_shas(
-    conn: AsyncConnection, *, app_name: str, user_id: str, model: str, ids: Sequence[str]
+    conn: AsyncConnection,
+    *,
+    app_name: str,
+    user_id: str,
+    model: str,
+    dimensions: int,
+    ids: Sequence[str],
 ) -> dict[str, str]:
     """Memory id to the SHA-256 of what was embedded, for those of ``ids`` that have a
     vector of ``model``."""
     found: dict[str, str] = {}
     for chunk in chunks(list(ids)):
-        params = {"app_name": app_name, "user_id": user_id, "model": model, "ids": chunk}
+        params = {
+            "app_name": app_name,
+            "user_id": user_id,
+            "model": model,
+            "dimensions": dimensions,
+            "ids": chunk,
+        }
         found.update((str(i), str(s)) for i, s in (await conn.execute(_SHAS, params)).all())
     return found
 
@@ -192,27 +205,54 @@ async def delete_embeddings(
 _USER_VECTORS = text(
     f"SELECT memory_pk, embedding FROM {_TABLE}"
     " WHERE app_name = :app_name AND user_id = :user_id AND model = :model"
+    " AND dimensions = :dimensions"
 )
 
 
 async def user_vectors(
-    conn: AsyncConnection, *, app_name: str, user_id: str, model: str
+    conn: AsyncConnection, *, app_name: str, user_id: str, model: str, dimensions: int
 ) -> list[tuple[int, bytes]]:
-    """Every vector of ``model`` the user's memories have, as (row key, float32 bytes)."""
-    params = {"app_name": app_name, "user_id": user_id, "model": model}
+    """Every vector of ``model`` (``dimensions`` long) the user's memories have, as
+    (row key, float32 bytes)."""
+    params = {"app_name": app_name, "user_id": user_id, "model": model, "dimensions": dimensions}
     return [(int(pk), bytes(v)) for pk, v in (await conn.execute(_USER_VECTORS, params)).all()]
+
+
+_FINGERPRINT = text(
+    f"SELECT count(*), coalesce(sum(memory_pk), 0), coalesce(max(update_time), 0) FROM {_TABLE}"
+    " WHERE app_name = :app_name AND user_id = :user_id AND model = :model"
+    " AND dimensions = :dimensions"
+)
+
+
+async def vector_fingerprint(
+    conn: AsyncConnection, *, app_name: str, user_id: str, model: str, dimensions: int
+) -> tuple[int, int, float]:
+    """(count, sum of row keys, latest update time) of the user's vectors of ``model``:
+    it changes whenever one is added, deleted or replaced (read from the index alone)."""
+    params = {"app_name": app_name, "user_id": user_id, "model": model, "dimensions": dimensions}
+    count, keys, latest = (await conn.execute(_FINGERPRINT, params)).one()
+    return int(count), int(keys), float(latest)
 
 
 _PG_NEAREST = text(
     "SELECT memory_pk, -(embedding <#> CAST(:query AS vector)) AS score"
     f" FROM {_TABLE}"
     " WHERE app_name = :app_name AND user_id = :user_id AND model = :model"
+    " AND dimensions = :dimensions"
     " ORDER BY embedding <#> CAST(:query AS vector), memory_pk DESC LIMIT :limit"
 )
 
 
 async def nearest_pgvector(
-    conn: AsyncConnection, *, app_name: str, user_id: str, model: str, query: str, limit: int
+    conn: AsyncConnection,
+    *,
+    app_name: str,
+    user_id: str,
+    model: str,
+    dimensions: int,
+    query: str,
+    limit: int,
 ) -> list[tuple[int, float]]:
     """The user's ``limit`` vectors of ``model`` with the largest inner product with
     ``query`` (pgvector's text form), as (row key, inner product), largest first."""
@@ -220,6 +260,7 @@ async def nearest_pgvector(
         "app_name": app_name,
         "user_id": user_id,
         "model": model,
+        "dimensions": dimensions,
         "query": query,
         "limit": limit,
     }
@@ -230,6 +271,7 @@ _PG_SCORES = text(
     "SELECT memory_pk, -(embedding <#> CAST(:query AS vector)) AS score"
     f" FROM {_TABLE}"
     " WHERE app_name = :app_name AND user_id = :user_id AND model = :model"
+    " AND dimensions = :dimensions"
     " AND memory_pk IN :pks"
 ).bindparams(bindparam("pks", expanding=True))
 
@@ -240,6 +282,7 @@ async def scores_pgvector(
     app_name: str,
     user_id: str,
     model: str,
+    dimensions: int,
     query: str,
     pks: Sequence[int],
 ) -> dict[int, float]:
@@ -251,39 +294,58 @@ async def scores_pgvector(
         "app_name": app_name,
         "user_id": user_id,
         "model": model,
+        "dimensions": dimensions,
         "query": query,
         "pks": list(pks),
     }
     return {int(pk): float(s) for pk, s in (await conn.execute(_PG_SCORES, params)).all()}
 
 
-def _to_embed(model: str, app_name: str | None) -> str:
+def _to_embed(model: str, dimensions: int, app_name: str | None) -> str:
     where = (
         "NOT EXISTS (SELECT 1 FROM sqlstore_memory_embeddings e"
-        " WHERE e.memory_pk = m.pk AND e.model = :model)"
+        " WHERE e.memory_pk = m.pk AND e.model = :model"
+        " AND e.dimensions = :dimensions)"
     )
     return where + (" AND m.app_name = :app_name" if app_name is not None else "")
 
 
-async def count_to_embed(conn: AsyncConnection, *, model: str, app_name: str | None) -> int:
+async def count_to_embed(
+    conn: AsyncConnection, *, model: str, dimensions: int, app_name: str | None
+) -> int:
     """How many memories (of ``app_name``, or all) have no vector of ``model``."""
-    stmt = text(f"SELECT count(*) FROM sqlstore_memories m WHERE {_to_embed(model, app_name)}")
-    params = {"model": model, "app_name": app_name}
+    stmt = text(
+        f"SELECT count(*) FROM sqlstore_memories m WHERE {_to_embed(model, dimensions, app_name)}"
+    )
+    params = {"model": model, "dimensions": dimensions, "app_name": app_name}
     return int((await conn.execute(stmt, params)).scalar_one())
 
 
 async def memories_to_embed(
-    conn: AsyncConnection, *, model: str, app_name: str | None, after: int, limit: int
+    conn: AsyncConnection,
+    *,
+    model: str,
+    dimensions: int,
+    app_name: str | None,
+    after: int,
+    limit: int,
 ) -> list[dict[str, Any]]:
     """Up to ``limit`` memories without a vector of ``model``, in row-key order after
     ``after`` (keyset pagination), with what embedding them needs: pk, app_name,
     user_id, session_id, timestamp and indexed text."""
     stmt = text(
         "SELECT m.pk, m.app_name, m.user_id, m.id, m.session_id, m.timestamp, m.text"
-        f" FROM sqlstore_memories m WHERE {_to_embed(model, app_name)} AND m.pk > :after"
+        " FROM sqlstore_memories m"
+        f" WHERE {_to_embed(model, dimensions, app_name)} AND m.pk > :after"
         " ORDER BY m.pk LIMIT :limit"
     )
-    params = {"model": model, "app_name": app_name, "after": after, "limit": limit}
+    params = {
+        "model": model,
+        "dimensions": dimensions,
+        "app_name": app_name,
+        "after": after,
+        "limit": limit,
+    }
     return [dict(row._mapping) for row in (await conn.execute(stmt, params)).all()]
 
 
@@ -319,9 +381,13 @@ async def hnsw_exists(conn: AsyncConnection, *, model: str, dimensions: int) -> 
 async def ensure_hnsw(conn: AsyncConnection, *, model: str, dimensions: int) -> None:
     """Create the HNSW index (inner product) of ``model``'s vectors unless it exists: a
     partial index on ``embedding::vector(dimensions)``. Building it over many vectors
-    takes minutes (about 90 s per 100,000 of 384 dimensions on 2 cores) and blocks
-    writes to the table meanwhile."""
+    takes minutes (about 90 s per 100,000 of 384 dimensions on 2 cores, with
+    ``maintenance_work_mem`` raised to 512 MB for the build) and blocks writes to the
+    table meanwhile."""
     expression, condition = _hnsw_target(model, dimensions)
+    # pgvector builds much faster when the graph fits in maintenance_work_mem (64 MB
+    # by default; 100,000 vectors of 384 dimensions make a graph of about 200 MB).
+    await conn.execute(text("SET LOCAL maintenance_work_mem = '512MB'"))
     await conn.execute(
         text(
             f"CREATE INDEX IF NOT EXISTS {_hnsw_name(model, dimensions)} ON {_TABLE}"

@@ -120,9 +120,17 @@ def fts5_match(scope: str, term: str) -> str:
     return f"search_scope : {_fts5_string(scope)} AND terms : {_fts5_string(term)}"
 
 
-def sqlite_term_counts(terms: int) -> TextClause:
+def sqlite_term_counts(terms: int, *, capped: bool = False) -> TextClause:
     """Rows ``(i, df)`` for ``terms`` MATCH expressions bound as ``:m0``, ``:m1``, ...
-    (at most 500 in one compound statement)."""
+    (at most 500 in one compound statement); ``capped``: each counted up to ``:cap``."""
+    if capped:
+        return text(
+            " UNION ALL ".join(
+                f"SELECT {i}, count(*) FROM (SELECT 1 FROM sqlstore_memories_fts"
+                f" WHERE sqlstore_memories_fts MATCH :m{i} LIMIT :cap)"
+                for i in range(terms)
+            )
+        )
     return text(
         " UNION ALL ".join(
             f"SELECT {i}, count(*) FROM sqlstore_memories_fts"
