@@ -50,13 +50,16 @@ test-newest-python:
 	.venv-newest/bin/pip install --quiet -e ".[dev]"
 	.venv-newest/bin/pytest -n auto -m "not soak" -p no:cacheprovider
 
-# The embedders with their real libraries, the local model included (CI): a venv of its
-# own, torch's CPU build first (an unpinned torch may pull a CUDA build of several GB).
+# The embedders with their real libraries, the local model included, hybrid search end to
+# end on LoCoMo (SQLite, and pgserver's PostgreSQL with pgvector) and the demo's hybrid
+# part (CI): a venv of its own, torch's CPU build first (an unpinned torch may pull a
+# CUDA build of several GB).
 test-embeddings:
 	$(PYTHON) -m venv .venv-embeddings
 	.venv-embeddings/bin/pip install --quiet torch==2.13.0
 	.venv-embeddings/bin/pip install --quiet -e ".[test,embeddings,openai,google]"
-	ADK_SQLSTORE_REQUIRE_EMBEDDINGS=1 .venv-embeddings/bin/pytest -p no:cacheprovider tests/test_embedders.py
+	ADK_SQLSTORE_REQUIRE_EMBEDDINGS=1 .venv-embeddings/bin/pytest -p no:cacheprovider \
+		tests/test_embedders.py tests/test_locomo.py::test_locomo_slice_hybrid_recall_with_the_local_model
 
 bench: $(VENV)/.installed-dev  # the full run behind benchmarks/RESULTS.md (about 20 min)
 	$(BIN)/python -m benchmarks run --size full --markdown benchmarks/RESULTS.md

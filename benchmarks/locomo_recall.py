@@ -10,10 +10,16 @@ turn's ``dia_id``, author = the speaker, text = the turn's ``text`` plus
 ``[shares <blip_caption>]`` when present, timestamp = the session's date plus one
 second per turn. Every question of categories 1-4 (multi-hop, temporal, open-domain,
 single-hop) is one ``search_memory`` query; its score at k is the share of its evidence
-turns among the first k results. Prints recall@5, recall@10, search latency (p50, p95)
-and ingestion throughput per backend.
+turns among the first k results. Prints recall@5, recall@10 (in all and per
+category), search latency (p50, p95) and ingestion throughput per backend.
+
+With ``--embedder`` (e.g. ``minilm``, the local model of the ``embeddings`` extra),
+search is hybrid (BM25 fused with vector similarity); on PostgreSQL that needs pgvector:
+the server of ``--postgres-admin-url`` when it has it, else a throwaway PostgreSQL 16
+with pgvector from the PyPI package ``pgserver``.
 
     python -m benchmarks.locomo_recall                       # SQLite and PostgreSQL
+    python -m benchmarks.locomo_recall --embedder minilm
     python -m benchmarks.locomo_recall --backend sqlite --conversations 1
 """
 
@@ -46,11 +52,14 @@ DEFAULT_POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 APP = "locomo"
 
 
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+
+
 @dataclass
 class Conversation:
     user_id: str
     sessions: list[Session]
-    questions: list[tuple[str, set[str]]]
+    questions: list[tuple[str, set[str], int]]  # (question, evidence turns, category)
 
 
 @dataclass
@@ -58,9 +67,14 @@ class Result:
     backend: str
     questions: int = 0
     recall: dict[int, float] = field(default_factory=dict)
+    by_category: dict[int, dict[int, float]] = field(default_factory=dict)
+    """Per category: recall at each k."""
+    asked: dict[int, int] = field(default_factory=dict)
+    """Per category: how many questions."""
     latencies_ms: list[float] = field(default_factory=list)
     events: int = 0
     ingest_seconds: float = 0.0
+    embedder: str = ""
 
 
 def _session_time(text: str) -> float:
@@ -104,7 +118,7 @@ def load_conversations(folder: Path = DATA, limit: int | None = None) -> list[Co
                 Session(id=f"session_{n}", app_name=APP, user_id=path.stem, events=events)
             )
         questions = [
-            (q["question"], _evidence(q["evidence"]))
+            (q["question"], _evidence(q["evidence"]), int(q["category"]))
             for q in data["qa"]
             if q["category"] in (1, 2, 3, 4) and q["evidence"]
         ]
@@ -113,12 +127,22 @@ def load_conversations(folder: Path = DATA, limit: int | None = None) -> list[Co
 
 
 async def evaluate(
-    url: str, backend: str, conversations: list[Conversation], ks: tuple[int, ...] = (5, 10)
+    url: str,
+    backend: str,
+    conversations: list[Conversation],
+    ks: tuple[int, ...] = (5, 10),
+    embedder: Any = None,
 ) -> Result:
-    """Ingest every conversation, ask every question, score the rankings."""
+    """Ingest every conversation, ask every question, score the rankings (hybrid
+    search with ``embedder``: an embedder or its name)."""
     result = Result(backend)
     sums = dict.fromkeys(ks, 0.0)
-    async with SqlMemoryService.from_url(url) as memory:
+    per: dict[int, dict[int, float]] = {}
+    async with SqlMemoryService.from_url(url, embedder=embedder) as memory:
+        if memory.embedder is not None:
+            result.embedder = memory.embedder.model
+            if await memory.vector_storage() == "none":
+                raise SystemExit(f"{backend}: this database keeps no vectors (no pgvector)")
         start = time.perf_counter()
         for conversation in conversations:
             for session in conversation.sessions:
@@ -126,17 +150,24 @@ async def evaluate(
                 result.events += report.events
         result.ingest_seconds = time.perf_counter() - start
         for conversation in conversations:
-            for question, evidence in conversation.questions:
+            for question, evidence, category in conversation.questions:
                 began = time.perf_counter()
                 found = await memory.search_memory(
                     app_name=APP, user_id=conversation.user_id, query=question, limit=max(ks)
                 )
                 result.latencies_ms.append((time.perf_counter() - began) * 1000)
                 ranked = [m.custom_metadata["event_id"] for m in found.memories]
+                bucket = per.setdefault(category, dict.fromkeys(ks, 0.0))
                 for k in ks:
-                    sums[k] += len(evidence & set(ranked[:k])) / len(evidence)
+                    share = len(evidence & set(ranked[:k])) / len(evidence)
+                    sums[k] += share
+                    bucket[k] += share
+                result.asked[category] = result.asked.get(category, 0) + 1
                 result.questions += 1
     result.recall = {k: sums[k] / max(result.questions, 1) for k in ks}
+    result.by_category = {
+        c: {k: v / result.asked[c] for k, v in bucket.items()} for c, bucket in sorted(per.items())
+    }
     return result
 
 
@@ -156,28 +187,44 @@ async def _admin(admin_url: str, sql: str) -> None:
 
 
 async def run_backend(
-    backend: str, conversations: list[Conversation], url: str | None, admin_url: str
+    backend: str,
+    conversations: list[Conversation],
+    url: str | None,
+    admin_url: str,
+    embedder: str | None = None,
 ) -> Result:
     """Evaluate one backend on a fresh database (a temporary file, or a throwaway
-    PostgreSQL database created through ``admin_url``) unless ``url`` is given."""
+    PostgreSQL database created through ``admin_url``; with an embedder, on a server
+    with pgvector) unless ``url`` is given."""
     if url is not None:
         engine = create_engine(url)
         try:
             await upgrade(engine)
         finally:
             await engine.dispose()
-        return await evaluate(url, backend, conversations)
+        return await evaluate(url, backend, conversations, embedder=embedder)
     if backend == "sqlite":
         with tempfile.TemporaryDirectory() as folder:
             db_url = f"sqlite:///{folder}/locomo.db"
-            return await run_backend(backend, conversations, db_url, admin_url)
+            return await run_backend(backend, conversations, db_url, admin_url, embedder)
+    if embedder is not None:
+        from .hybrid_bench import vector_server
+
+        async with vector_server(backend, admin_url) as (server, _):
+            return await _on_throwaway(backend, conversations, server, embedder)
+    return await _on_throwaway(backend, conversations, admin_url, embedder)
+
+
+async def _on_throwaway(
+    backend: str, conversations: list[Conversation], admin_url: str, embedder: str | None
+) -> Result:
     name = f"adk_sqlstore_bench_{uuid.uuid4().hex[:10]}"
     await _admin(admin_url, f'CREATE DATABASE "{name}"')
     try:
         from sqlalchemy.engine import make_url
 
         db_url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-        return await run_backend(backend, conversations, db_url, admin_url)
+        return await run_backend(backend, conversations, db_url, admin_url, embedder)
     finally:
         await _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
@@ -186,6 +233,7 @@ def report(results: list[Result], console: Console) -> None:
     table = Table(title="LoCoMo retrieval (categories 1-4), adk-sqlstore SqlMemoryService")
     for column in (
         "backend",
+        "search",
         "questions",
         "recall@5",
         "recall@10",
@@ -197,6 +245,7 @@ def report(results: list[Result], console: Console) -> None:
     for r in results:
         table.add_row(
             r.backend,
+            f"hybrid, {r.embedder}" if r.embedder else "BM25",
             str(r.questions),
             f"{r.recall[5]:.3f}",
             f"{r.recall[10]:.3f}",
@@ -205,6 +254,19 @@ def report(results: list[Result], console: Console) -> None:
             f"{r.events / r.ingest_seconds:,.0f}" if r.ingest_seconds else "-",
         )
     console.print(table)
+    per = Table(title="recall@5 / recall@10 per question category")
+    per.add_column("backend")
+    for c, name in CATEGORIES.items():
+        per.add_column(f"{c} {name}", justify="right")
+    for r in results:
+        cells = [
+            f"{r.by_category[c][5]:.3f} / {r.by_category[c][10]:.3f} ({r.asked[c]})"
+            if c in r.by_category
+            else "-"
+            for c in CATEGORIES
+        ]
+        per.add_row(r.backend, *cells)
+    console.print(per)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -221,6 +283,10 @@ def main(argv: list[str] | None = None) -> int:
         help="server on which a throwaway database is created",
     )
     parser.add_argument("--conversations", type=int, help="only the first N conversations")
+    parser.add_argument(
+        "--embedder",
+        help="hybrid search with this embedder (minilm, openai, google, module:NAME)",
+    )
     parser.add_argument("--data", type=Path, default=DATA, help="the LoCoMo folder")
     args = parser.parse_args(argv)
     if not args.data.is_dir():
@@ -239,7 +305,11 @@ def main(argv: list[str] | None = None) -> int:
             f" sessions of {len(conversations)} conversations into {where}"
         )
         results.append(
-            asyncio.run(run_backend(backend, conversations, args.url, args.postgres_admin_url))
+            asyncio.run(
+                run_backend(
+                    backend, conversations, args.url, args.postgres_admin_url, args.embedder
+                )
+            )
         )
     report(results, console)
     return 0
@@ -252,6 +322,7 @@ def as_dict(result: Result) -> dict[str, Any]:
         "questions": result.questions,
         "recall@5": result.recall[5],
         "recall@10": result.recall[10],
+        "by_category": result.by_category,
         "p50_ms": _percentile(result.latencies_ms, 50),
         "p95_ms": _percentile(result.latencies_ms, 95),
     }

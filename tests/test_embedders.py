@@ -205,3 +205,25 @@ async def test_the_local_model_embeds_offline() -> None:
         return sum(x * y for x, y in zip(a, b, strict=True))
 
     assert cos(sport, badminton) > cos(sport, weather)
+
+
+def test_the_demo_answers_a_question_sharing_no_word_with_the_local_model(tmp_path: Any) -> None:
+    """The issue's example in ``adk-sqlstore demo``: "What sport do I like?" finds "I
+    play badminton every Sunday" by hybrid search, where BM25 alone finds nothing."""
+    if not os.environ.get("ADK_SQLSTORE_REQUIRE_EMBEDDINGS"):
+        pytest.importorskip("sentence_transformers", reason="the embeddings extra is not installed")
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "adk_sqlstore", "demo", "--url", f"sqlite:///{tmp_path}/demo.db"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "BM25 alone: 0 result(s)" in done.stdout
+    assert "hybrid search (all-MiniLM-L6-v2, local): 'I play badminton every Sunday'" in (
+        done.stdout.replace("\n", " ")
+    )

@@ -57,6 +57,7 @@ __all__ = [
     "demo_week",
     "explain",
     "get_profile",
+    "hybrid_recall",
     "load_memory",
     "main",
     "monday",
@@ -327,6 +328,47 @@ async def thursday(console: Console) -> None:
         )
         console.print(_rule("Where each fact came from"))
         await explain(sessions, memory, console, current=session.id)
+        console.print(_rule("Recall without a shared word: hybrid search"))
+        await hybrid_recall(sessions, console)
+
+
+SPORT_FACT = "I play badminton every Sunday"
+SPORT_QUESTION = "What sport do I like?"
+
+
+async def hybrid_recall(sessions: SqlSessionService, console: Console) -> None:
+    """BM25 alone cannot connect the question to the fact (no word in common); hybrid
+    search with the local model (the ``embeddings`` extra) can."""
+    try:
+        import sentence_transformers  # noqa: F401
+    except ImportError:
+        console.print(
+            f"{SPORT_QUESTION!r} shares no word with {SPORT_FACT!r}, so keyword search"
+            " cannot find it. Hybrid search with a local model can: pip install"
+            ' torch==2.13.0 "adk-sqlstore[embeddings]", then run the demo again.'
+        )
+        return
+    async with SqlMemoryService(sessions.store, embedder="minilm") as hybrid:
+        await hybrid.add_memory(
+            app_name=APP_NAME,
+            user_id=USER_ID,
+            memories=[{"id": "demo-sport", "content": {"parts": [{"text": SPORT_FACT}]}}],
+        )
+        lexical = await SqlMemoryService(sessions.store).search_memory(
+            app_name=APP_NAME, user_id=USER_ID, query=SPORT_QUESTION, limit=1
+        )
+        found = await hybrid.search_memory(
+            app_name=APP_NAME, user_id=USER_ID, query=SPORT_QUESTION, limit=1
+        )
+    console.print(f"remembered fact: {SPORT_FACT!r}; question: {SPORT_QUESTION!r}")
+    console.print(f"BM25 alone: {len(lexical.memories)} result(s) (no word in common)")
+    for hit in found.memories:
+        text = " ".join(p.text for p in hit.content.parts or [] if p.text)
+        meta = hit.custom_metadata
+        console.print(
+            f"hybrid search (all-MiniLM-L6-v2, local): {escape(repr(text))}, vector similarity"
+            f" {meta['vector_score']:.2f}, no word in common (BM25 none)"
+        )
 
 
 async def explain(

@@ -56,6 +56,12 @@ class MiniLMEmbedder:
                         ' torch==2.13.0 "adk-sqlstore[embeddings]"'
                     ) from exc
                 torch.set_num_threads(self._threads)
+                try:  # transformers draws a progress bar while it loads the weights
+                    from transformers.utils import logging as transformers_logging
+
+                    transformers_logging.disable_progress_bar()
+                except ImportError:  # pragma: no cover - sentence-transformers needs it
+                    pass
                 self._loaded = SentenceTransformer(str(get_model_path()), device="cpu")
             return self._loaded
 
