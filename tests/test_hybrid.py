@@ -287,7 +287,8 @@ async def test_a_changed_memory_whose_embedding_fails_loses_its_old_vector(
     async with SqlMemoryService.from_url(vector_url, embedder=Concepts()) as memory:
         await memory.add_memory(app_name=APP, user_id="u1", memories=[fact(SPORT, id="m1")])
     async with SqlMemoryService.from_url(vector_url, embedder=Failing()) as failing:
-        failing._vectors.embedder.model = "test-concepts"  # type: ignore[union-attr]
+        assert isinstance(failing.embedder, Failing)
+        failing.embedder.model = "test-concepts"  # the same model, now failing
         await failing.add_memory(app_name=APP, user_id="u1", memories=[fact(COLOUR, id="m1")])
         assert await vector_rows(failing) == []  # no stale vector of the old text
     async with SqlMemoryService.from_url(vector_url, embedder=Concepts()) as memory:

@@ -26,12 +26,11 @@ from ..models import EventLike, SessionLike
 from ..sessions.codec import SessionCodec
 from ..sessions.reading import SessionKey, read_session, session_key
 from ..sql import memory as sql
-from ..sql.embeddings import VectorStorage
 from ..sql.sessions import lock_session
 from ..store import Store
 from ..validation import check_count, check_identifier, check_session
+from .hybrid import HybridMemory
 from .rows import MemoryRows
-from .vectors import MemoryVectors
 
 __all__ = [
     "IngestEvery",
@@ -78,13 +77,11 @@ async def ingest_session(
     codec: SessionCodec[Any, Any, Any],
     rows: MemoryRows,
     session: SessionLike,
-    vectors: MemoryVectors | None = None,
-    storage: Callable[[], Awaitable[VectorStorage]] | None = None,
+    hybrid: HybridMemory | None = None,
 ) -> IngestReport:
     """Replace the memories of ``session`` with one per event carrying text, in one
     transaction; see :meth:`adk_sqlstore.SqlMemoryService.add_session_to_memory`.
-    With ``vectors`` (and ``storage``, how the store keeps them), the memories are
-    embedded before the transaction opens."""
+    With ``hybrid``, the memories are embedded before the transaction opens."""
     check_session(session)
     key = session_key(session.app_name, session.user_id, session.id)
     token = codec.models.token_of(session)
@@ -96,9 +93,7 @@ async def ingest_session(
             token, events = codec.models.token_of(whole), list(whole.events)
     revision, now = token.revision, time.time()
     memory_rows = rows.from_events(**key, events=events, custom_metadata=None, now=now)
-    prepared = None
-    if vectors is not None and storage is not None and memory_rows:
-        prepared = await vectors.prepare(store, await storage(), memory_rows)
+    prepared = None if hybrid is None else await hybrid.prepare(memory_rows)
     async with store.transaction(write=True) as conn:
         if token.incarnation is not None:
             stored = await lock_session(conn, **key)
@@ -116,8 +111,8 @@ async def ingest_session(
                     **key, events=whole.events, custom_metadata=None, now=now
                 )
         deleted = await _replace_memories(conn, key, memory_rows)
-        if vectors is not None and prepared is not None:
-            await vectors.write(conn, prepared, app_name=key["app_name"], user_id=key["user_id"])
+        if hybrid is not None:
+            await hybrid.write(conn, prepared, key["app_name"], key["user_id"])
         await sql.record_ingestion(
             conn, **key, revision=revision, event_count=len(memory_rows), now=now
         )

@@ -4,26 +4,20 @@ modules of :mod:`adk_sqlstore.memory`)."""
 from __future__ import annotations
 
 import json
-import logging
 import time
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from datetime import timedelta
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Self
 
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .. import telemetry
-from ..embeddings.base import Embedder, embed_texts
+from ..embeddings.base import Embedder
 from ..embeddings.registry import resolve_embedder
 from ..errors import (
-    AdkSqlStoreError,
-    ConfigurationError,
     InvalidArgumentError,
     SessionNotFoundError,
-    VectorSearchWarning,
 )
 from ..models import (
     Content,
@@ -35,54 +29,36 @@ from ..models import (
 )
 from ..search import search_memories
 from ..search.analysis import DEFAULT_LANGUAGE, analyzer
-from ..search.hybrid import DEFAULT_CANDIDATES, DEFAULT_WEIGHT, HNSW_FROM, VectorQuery
-from ..search.text import MAX_QUERY_CHARS
+from ..search.hybrid import DEFAULT_CANDIDATES, DEFAULT_WEIGHT, Fused
 from ..sessions.codec import CORE_MODELS, SessionCodec, SessionModels
 from ..sessions.reading import read_session, session_key
 from ..sessions.retention import forget_user
-from ..sql import embeddings as sql_embeddings
 from ..sql import memory as sql
 from ..sql.embeddings import VectorStorage
 from ..store import OnStore, Store, write_completes
 from ..validation import (
     DEFAULT_MAX_EVENT_BYTES,
     DEFAULT_MAX_STATE_VALUE_BYTES,
-    check_age,
     check_argument,
     check_count,
     check_identifier,
 )
-from .ingestion import IngestReport, idle_sessions, ingest_each, ingest_session
+from .hybrid import HybridMemory
+from .ingestion import IngestReport, ingest_session
+from .jobs import MemoryJobs
 from .redaction import Redactor
 from .reindex import (
-    DEFAULT_REINDEX_BATCH,
-    count_to_reindex,
-    reindex,
     warn_if_indexed_otherwise,
 )
 from .rows import MemoryRows, as_models, check_metadata, iso_time, memory_id
-from .vectors import DEFAULT_EMBED_BATCH, MemoryVectors, Prepared, unit_rows
+from .vectors import Prepared
 
 __all__ = ["SqlMemoryService"]
-
-logger = logging.getLogger(__name__)
-
-_HNSW_BUILT_AT_START = 10_000
-"""On PostgreSQL, a service creates its model's HNSW index at first use when fewer
-vectors of the model than this are stored (seconds); over more, building it is left
-to ``adk-sqlstore memory embed`` (minutes, blocking writes to the table)."""
-
-PGVECTOR_HINT = (
-    "memory search is lexical only: this PostgreSQL server has no pgvector. Install it"
-    " (e.g. apt install postgresql-16-pgvector, or an image with pgvector), then run"
-    " `adk-sqlstore memory embed --url ... --embedder ...`, which enables it and embeds"
-    " the stored memories"
-)
 
 _LANGUAGE_CHECKS_KEPT = 10_000  # users a service remembers having checked
 
 
-class SqlMemoryService(OnStore):
+class SqlMemoryService(MemoryJobs, OnStore):
     """Long-term memory for ADK-style agents in PostgreSQL or SQLite.
 
     Follows ADK's ``BaseMemoryService`` (``add_session_to_memory``,
@@ -139,19 +115,11 @@ class SqlMemoryService(OnStore):
         language = language or given.search_language or DEFAULT_LANGUAGE
         self._rows = MemoryRows(redactors, mask_card_numbers=mask_card_numbers, language=language)
         chosen = resolve_embedder(embedder if embedder is not None else given.search_embedder)
-        self._vectors = MemoryVectors(chosen) if chosen is not None else None
-        if (
-            isinstance(hybrid_weight, bool)
-            or not isinstance(hybrid_weight, int | float)
-            or not 0 <= hybrid_weight <= 1
-        ):
-            raise InvalidArgumentError(
-                f"hybrid_weight must be a number from 0 to 1, not {hybrid_weight!r}"
-            )
-        check_count("hybrid_candidates", hybrid_candidates, least=1)
-        self._hybrid = (float(hybrid_weight), min(hybrid_candidates, 1000))
-        self._storage: VectorStorage | None = None
-        self._hnsw = False
+        self._hybrid = (
+            HybridMemory(given, chosen, weight=hybrid_weight, candidates=hybrid_candidates)
+            if chosen is not None
+            else None
+        )
         self._language_checked: set[tuple[str, str]] = set()
         self._use_store(given, owns=False)
         self._codec: SessionCodec[Any, Any, Any] = SessionCodec(
@@ -168,64 +136,25 @@ class SqlMemoryService(OnStore):
     @property
     def embedder(self) -> Embedder | None:
         """The embedder of hybrid search, or ``None`` (BM25 alone)."""
-        return self._vectors.embedder if self._vectors is not None else None
+        return self._hybrid.vectors.embedder if self._hybrid is not None else None
 
     async def vector_storage(self) -> VectorStorage:
         """How this store keeps vectors: ``"blob"`` (SQLite, an exact scan),
         ``"pgvector"``, or ``"none"`` (no embedder, or PostgreSQL without pgvector:
         search is lexical; a :class:`~adk_sqlstore.errors.VectorSearchWarning` says so
         once, naming how to enable it)."""
-        if self._vectors is None:
-            return "none"
-        if self._storage is None:
-            async with self._store.transaction(write=False) as conn:
-                storage = await sql_embeddings.vector_storage(conn)
-            if storage == "none":
-                warnings.warn(PGVECTOR_HINT, VectorSearchWarning, stacklevel=2)
-            elif storage == "pgvector":
-                self._hnsw = await self._ensure_hnsw(build_any=False)
-            self._storage = storage
-        return self._storage
-
-    async def _ensure_hnsw(self, *, build_any: bool) -> bool:
-        """Whether the embedder's model has its HNSW index (PostgreSQL), creating it
-        if there are fewer than :data:`_HNSW_BUILT_AT_START` vectors of the model (or
-        whatever their number, ``build_any``: ``memory embed``)."""
-        assert self._vectors is not None
-        model, dimensions = self._vectors.model, int(self._vectors.embedder.dimensions)
-        async with self._store.transaction(write=False) as conn:
-            if await sql_embeddings.hnsw_exists(conn, model=model, dimensions=dimensions):
-                return True
-            count = await sql_embeddings.count_vectors(conn, model=model)
-        if count >= _HNSW_BUILT_AT_START and not build_any:
-            logger.warning(
-                "%d vectors of %s have no HNSW index: users with %d memories or more are"
-                " searched by an exact scan; `adk-sqlstore memory embed` builds the index",
-                count,
-                model,
-                HNSW_FROM,
-            )
-            return False
-        try:
-            async with self._store.transaction(write=True) as conn:
-                await sql_embeddings.ensure_hnsw(conn, model=model, dimensions=dimensions)
-        except (AdkSqlStoreError, DBAPIError) as exc:  # e.g. another process made it first
-            logger.info("creating the HNSW index of %s: %s", model, exc)
-        async with self._store.transaction(write=False) as conn:
-            return await sql_embeddings.hnsw_exists(conn, model=model, dimensions=dimensions)
+        return "none" if self._hybrid is None else await self._hybrid.storage()
 
     async def _prepare(self, rows: list[dict[str, Any]]) -> Prepared | None:
         """Vectors for ``rows``, computed before the write transaction."""
-        if self._vectors is None or not rows:
-            return None
-        return await self._vectors.prepare(self._store, await self.vector_storage(), rows)
+        return None if self._hybrid is None else await self._hybrid.prepare(rows)
 
     async def _write_vectors(
         self, conn: AsyncConnection, prepared: Prepared | None, app_name: str, user_id: str
     ) -> None:
         """Store ``prepared`` vectors, in the transaction that wrote their memories."""
-        if self._vectors is not None and prepared is not None:
-            await self._vectors.write(conn, prepared, app_name=app_name, user_id=user_id)
+        if self._hybrid is not None:
+            await self._hybrid.write(conn, prepared, app_name, user_id)
 
     @classmethod
     def from_url(
@@ -288,9 +217,7 @@ class SqlMemoryService(OnStore):
                 deleted (or deleted and created again) since; nothing is written, so a
                 deleted or pruned session leaves no memories behind.
         """
-        return await ingest_session(
-            self._store, self._codec, self._rows, session, self._vectors, self.vector_storage
-        )
+        return await ingest_session(self._store, self._codec, self._rows, session, self._hybrid)
 
     @telemetry.traced("add_events_to_memory", rows=telemetry.counted)
     @write_completes
@@ -423,7 +350,7 @@ class SqlMemoryService(OnStore):
         check_identifier("user_id", user_id)
         check_argument("query", query, str, "a str")
         check_count("limit", limit, least=1)
-        vector = await self._query_vector(query)
+        vector = None if self._hybrid is None else await self._hybrid.query(query)
         async with self._store.transaction(write=False) as conn:
             rows = await search_memories(
                 conn,
@@ -436,49 +363,8 @@ class SqlMemoryService(OnStore):
             )
         if not rows:
             await self._warn_if_indexed_otherwise(app_name, user_id)
-        memories = []
-        for row, scores in rows:
-            metadata = json.loads(row.custom_metadata)
-            metadata.update(session_id=row.session_id, event_id=row.event_id, score=scores.score)
-            if vector is not None:
-                metadata.update(lexical_score=scores.lexical, vector_score=scores.similarity)
-            memories.append(
-                MemoryEntry(
-                    id=row.id,
-                    content=Content.model_validate_json(row.content),
-                    author=row.author,
-                    timestamp=iso_time(row.timestamp),
-                    custom_metadata=metadata,
-                )
-            )
+        memories = [_entry(row, scores, hybrid=vector is not None) for row, scores in rows]
         return SearchMemoryResponse(memories=memories)
-
-    async def _query_vector(self, query: str) -> VectorQuery | None:
-        """The query's embedding, made before any transaction opens; ``None`` without
-        an embedder, without vector storage, for a blank query, or when the embedder
-        fails (logged: the search is then lexical)."""
-        if self._vectors is None or not query.strip():
-            return None
-        storage = await self.vector_storage()
-        if storage == "none":
-            return None
-        embedder = self._vectors.embedder
-        try:
-            embedded = await embed_texts(embedder, [query[:MAX_QUERY_CHARS]])
-        except AdkSqlStoreError as exc:
-            logger.warning(
-                "embedding a query with %s failed; searching lexically: %s", embedder.model, exc
-            )
-            return None
-        weight, candidates = self._hybrid
-        return VectorQuery(
-            unit_rows(embedded)[0],
-            self._vectors.model,
-            storage,
-            weight=weight,
-            candidates=candidates,
-            hnsw=self._hnsw,
-        )
 
     async def _warn_if_indexed_otherwise(self, app_name: str, user_id: str) -> None:
         """Once per user and service: :func:`.reindex.warn_if_indexed_otherwise`."""
@@ -489,115 +375,6 @@ class SqlMemoryService(OnStore):
             await warn_if_indexed_otherwise(
                 self._store, self._rows.analyzer, app_name=app_name, user_id=user_id
             )
-
-    # -- re-indexing --------------------------------------------------------------------
-
-    async def count_to_reindex(
-        self, *, language: str | None = None, app_name: str | None = None
-    ) -> int:
-        """How many memories :meth:`reindex` would re-index (same arguments)."""
-        return await count_to_reindex(
-            self._store, language=language or self.language, app_name=app_name
-        )
-
-    @write_completes
-    async def reindex(
-        self,
-        *,
-        language: str | None = None,
-        app_name: str | None = None,
-        batch_size: int = DEFAULT_REINDEX_BATCH,
-        on_batch: Callable[[int], None] | None = None,
-    ) -> int:
-        """Index memories again from their stored text, for ``language`` (default: the
-        service's) with this version's text analysis; memories already indexed so are
-        skipped (idempotent, resumable). A batch of ``batch_size`` memories is one
-        transaction; ``on_batch(n)`` is called after each. Spans every user of
-        ``app_name`` (or of every app): an administrative operation.
-
-        Returns:
-            How many memories were re-indexed.
-
-        Raises:
-            ConfigurationError: an unknown language.
-            InvalidArgumentError: ``batch_size`` is not 1 or more.
-        """
-        check_count("batch_size", batch_size, least=1)
-        if app_name is not None:
-            check_identifier("app_name", app_name)
-        return await reindex(
-            self._store,
-            language=language or self.language,
-            app_name=app_name,
-            batch_size=batch_size,
-            on_batch=on_batch,
-        )
-
-    # -- embedding ----------------------------------------------------------------------
-
-    async def count_to_embed(self, *, app_name: str | None = None) -> int:
-        """How many memories :meth:`embed_missing` would embed (same arguments); 0
-        without an embedder."""
-        if self._vectors is None:
-            return 0
-        if app_name is not None:
-            check_identifier("app_name", app_name)
-        return await self._vectors.count_missing(self._store, app_name=app_name)
-
-    @write_completes
-    async def embed_missing(
-        self,
-        *,
-        app_name: str | None = None,
-        batch_size: int = DEFAULT_EMBED_BATCH,
-        on_batch: Callable[[int], None] | None = None,
-    ) -> int:
-        """Embed the memories (of ``app_name``, or of every app) that have no vector of
-        the embedder's model: those written before the embedder was configured, or
-        while it failed. On PostgreSQL it first enables pgvector (``CREATE EXTENSION
-        vector``, then the column's type) if the server has it, and afterwards builds
-        the model's HNSW index if it is missing (minutes for millions of vectors,
-        blocking writes to the vector table meanwhile). Idempotent and
-        resumable; a batch of ``batch_size`` memories is embedded outside any
-        transaction, then written in one; ``on_batch(n)`` is called after each. An
-        administrative operation spanning every user.
-
-        Returns:
-            How many memories were embedded.
-
-        Raises:
-            ConfigurationError: no embedder is configured, or the PostgreSQL server has
-                no pgvector.
-            EmbeddingError: the embedder failed (batches before it are kept).
-            InvalidArgumentError: ``batch_size`` is not 1 or more.
-        """
-        check_count("batch_size", batch_size, least=1)
-        if app_name is not None:
-            check_identifier("app_name", app_name)
-        if self._vectors is None:
-            raise ConfigurationError(
-                "no embedder: give one (SqlMemoryService(embedder=...), ?embedder= in the"
-                " URL, or --embedder)"
-            )
-        if self._store.engine.dialect.name == "postgresql":
-            async with self._store.transaction(write=True) as conn:
-                enabled = await sql_embeddings.enable_pgvector(conn)
-            if not enabled:
-                raise ConfigurationError(
-                    "this PostgreSQL server has no pgvector (the vector extension): install"
-                    " it on the server, then run this again"
-                )
-            self._storage = "pgvector"
-        done = await self._vectors.embed_missing(
-            self._store,
-            await self.vector_storage(),
-            app_name=app_name,
-            batch_size=batch_size,
-            on_batch=on_batch,
-        )
-        if self._storage == "pgvector":
-            self._hnsw = await self._ensure_hnsw(build_any=True)
-        return done
 
     # -- forgetting ---------------------------------------------------------------------
 
@@ -667,60 +444,19 @@ class SqlMemoryService(OnStore):
         )
         return await self.ingest_session(app_name=app_name, user_id=user_id, session_id=session_id)
 
-    @telemetry.traced("count_idle_sessions", rows=telemetry.counted)
-    async def count_idle_sessions(
-        self, *, idle_for: timedelta | float = timedelta(minutes=30), app_name: str | None = None
-    ) -> int:
-        """How many sessions :meth:`ingest_idle_sessions` would ingest now."""
-        cutoff = time.time() - check_age("idle_for", idle_for)
-        if app_name is not None:
-            check_identifier("app_name", app_name)
-        async with self._store.transaction(write=False) as conn:
-            return await sql.count_idle_sessions(conn, cutoff=cutoff, app_name=app_name)
 
-    def idle_sessions(
-        self,
-        *,
-        idle_for: timedelta | float = timedelta(minutes=30),
-        app_name: str | None = None,
-        batch_size: int = 500,
-    ) -> AsyncIterator[tuple[str, str, str]]:
-        """(app_name, user_id, session_id) of the sessions idle for ``idle_for`` (a
-        ``timedelta`` or seconds) whose current revision memory does not hold, read in
-        batches."""
-        cutoff = time.time() - check_age("idle_for", idle_for)
-        return idle_sessions(self._store, cutoff=cutoff, app_name=app_name, batch_size=batch_size)
-
-    @telemetry.traced("ingest_idle_sessions", rows=telemetry.counted)
-    async def ingest_idle_sessions(
-        self,
-        idle_for: timedelta | float = timedelta(minutes=30),
-        *,
-        app_name: str | None = None,
-        on_session: Callable[[IngestReport], None] | None = None,
-    ) -> IngestReport:
-        """Ingest every session last updated more than ``idle_for`` ago whose current
-        revision has not been ingested yet (the idle-timeout trigger; run it from cron
-        or a scheduler). Running it again does nothing new until sessions change.
-
-        Sessions are streamed in batches (memory use does not grow with their number),
-        each ingested in its own transaction; one that cannot be (e.g. it holds data
-        that no longer reads back) is counted in ``failed``, logged and skipped.
-
-        Args:
-            idle_for: how long a session must have been idle (``timedelta`` or seconds).
-            app_name: only this app's sessions (default: every app).
-            on_session: called after each session with its report (progress bars).
-
-        Returns:
-            The totals.
-
-        Raises:
-            DatabaseUnavailableError: the database cannot be reached.
-        """
-
-        async def ingest(app: str, user: str, session_id: str) -> IngestReport:
-            return await self.ingest_session(app_name=app, user_id=user, session_id=session_id)
-
-        keys = self.idle_sessions(idle_for=idle_for, app_name=app_name)
-        return await ingest_each(keys, ingest, on_session)
+def _entry(row: Any, scores: Fused, *, hybrid: bool) -> MemoryEntry:
+    """A found memory as returned: its stored metadata plus ``session_id``,
+    ``event_id`` and ``score`` (and, ``hybrid``, ``lexical_score`` and
+    ``vector_score``)."""
+    metadata = json.loads(row.custom_metadata)
+    metadata.update(session_id=row.session_id, event_id=row.event_id, score=scores.score)
+    if hybrid:
+        metadata.update(lexical_score=scores.lexical, vector_score=scores.similarity)
+    return MemoryEntry(
+        id=row.id,
+        content=Content.model_validate_json(row.content),
+        author=row.author,
+        timestamp=iso_time(row.timestamp),
+        custom_metadata=metadata,
+    )

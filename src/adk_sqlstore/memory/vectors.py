@@ -222,28 +222,7 @@ class MemoryVectors:
             return 0
         after, done = 0, 0
         while True:
-            async with store.transaction(write=False) as conn:
-                batch = await sql.memories_to_embed(
-                    conn,
-                    model=self.model,
-                    dimensions=self.dimensions,
-                    app_name=app_name,
-                    after=after,
-                    limit=batch_size,
-                )
-                pairs = []
-                for row in batch:
-                    previous = None
-                    if row["session_id"] is not None:
-                        previous = await sql.previous_text(
-                            conn,
-                            app_name=row["app_name"],
-                            user_id=row["user_id"],
-                            session_id=row["session_id"],
-                            timestamp=row["timestamp"],
-                        )
-                    turn = row["text"]
-                    pairs.append((turn, f"{previous}\n{turn}" if previous is not None else turn))
+            batch, pairs = await self._missing_batch(store, app_name, after, batch_size)
             if not batch:
                 return done
             after = batch[-1]["pk"]
@@ -269,3 +248,32 @@ class MemoryVectors:
             done += len(rows)
             if on_batch is not None:
                 on_batch(len(batch))
+
+    async def _missing_batch(
+        self, store: Store, app_name: str | None, after: int, limit: int
+    ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+        """The next memories without a vector of the model, after row key ``after``,
+        and what to embed for each: (text, text with its previous turn)."""
+        async with store.transaction(write=False) as conn:
+            batch = await sql.memories_to_embed(
+                conn,
+                model=self.model,
+                dimensions=self.dimensions,
+                app_name=app_name,
+                after=after,
+                limit=limit,
+            )
+            pairs = []
+            for row in batch:
+                previous = None
+                if row["session_id"] is not None:
+                    previous = await sql.previous_text(
+                        conn,
+                        app_name=row["app_name"],
+                        user_id=row["user_id"],
+                        session_id=row["session_id"],
+                        timestamp=row["timestamp"],
+                    )
+                turn = row["text"]
+                pairs.append((turn, f"{previous}\n{turn}" if previous is not None else turn))
+        return batch, pairs

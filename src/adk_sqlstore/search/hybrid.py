@@ -140,65 +140,56 @@ async def vector_scores(
     similarity of the memories ``also`` (BM25's candidates), by row key: inner
     products of unit vectors, rounded as scores are."""
     if query.storage == "pgvector":
-        text_form = "[" + ",".join(repr(float(x)) for x in query.vector) + "]"
-        dimensions = int(query.vector.shape[0])
-        found = {}
-        if query.hnsw and await _memory_count(conn, app_name, user_id) >= HNSW_FROM:
-            found = dict(
-                await sql.nearest_hnsw(
-                    conn,
-                    app_name=app_name,
-                    user_id=user_id,
-                    model=query.model,
-                    dimensions=dimensions,
-                    query=text_form,
-                    limit=query.candidates,
-                )
-            )
-            if len(found) < query.candidates:
-                found = {}  # the index came up short: scan exactly
-        if not found:
-            found = dict(
-                await sql.nearest_pgvector(
-                    conn,
-                    app_name=app_name,
-                    user_id=user_id,
-                    model=query.model,
-                    dimensions=dimensions,
-                    query=text_form,
-                    limit=query.candidates,
-                )
-            )
-        missing = [pk for pk in also if pk not in found]
-        found.update(
-            await sql.scores_pgvector(
-                conn,
-                app_name=app_name,
-                user_id=user_id,
-                model=query.model,
-                dimensions=dimensions,
-                query=text_form,
-                pks=missing,
-            )
-        )
+        found = await _pgvector_scores(conn, query, app_name, user_id, also)
     else:
-        user_vectors = await _user_vectors(
-            conn, query.model, int(query.vector.shape[0]), app_name, user_id
-        )
-        if user_vectors is None:
-            return {}
-        pks, matrix = user_vectors
-        if matrix.shape[1] != query.vector.shape[0]:
-            return {}
-        similarity = matrix @ query.vector.astype(np.float32)
-        top = min(query.candidates, len(pks))
-        best = np.argpartition(-similarity, top - 1)[:top]
-        found = {int(pks[i]): float(similarity[i]) for i in best}
-        wanted = set(also) - found.keys()
-        if wanted:
-            for i in np.flatnonzero(np.isin(pks, list(wanted))):
-                found[int(pks[i])] = float(similarity[i])
+        found = await _scanned_scores(conn, query, app_name, user_id, also)
     return {pk: rounded(score) for pk, score in found.items()}
+
+
+async def _pgvector_scores(
+    conn: AsyncConnection, query: VectorQuery, app_name: str, user_id: str, also: list[int]
+) -> dict[int, float]:
+    """:func:`vector_scores` through pgvector: the HNSW index for a big user (the
+    exact scan when it comes up short), else the exact scan of the user's vectors."""
+    text_form = "[" + ",".join(repr(float(x)) for x in query.vector) + "]"
+    where: dict[str, Any] = {
+        "app_name": app_name,
+        "user_id": user_id,
+        "model": query.model,
+        "dimensions": int(query.vector.shape[0]),
+        "query": text_form,
+    }
+    found: dict[int, float] = {}
+    if query.hnsw and await _memory_count(conn, app_name, user_id) >= HNSW_FROM:
+        found = dict(await sql.nearest_hnsw(conn, **where, limit=query.candidates))
+        if len(found) < query.candidates:
+            found = {}  # the index came up short: scan exactly
+    if not found:
+        found = dict(await sql.nearest_pgvector(conn, **where, limit=query.candidates))
+    missing = [pk for pk in also if pk not in found]
+    found.update(await sql.scores_pgvector(conn, **where, pks=missing))
+    return found
+
+
+async def _scanned_scores(
+    conn: AsyncConnection, query: VectorQuery, app_name: str, user_id: str, also: list[int]
+) -> dict[int, float]:
+    """:func:`vector_scores` by an exact scan in numpy of the user's vectors."""
+    user_vectors = await _user_vectors(
+        conn, query.model, int(query.vector.shape[0]), app_name, user_id
+    )
+    if user_vectors is None:
+        return {}
+    pks, matrix = user_vectors
+    similarity = matrix @ query.vector.astype(np.float32)
+    top = min(query.candidates, len(pks))
+    best = np.argpartition(-similarity, top - 1)[:top]
+    found = {int(pks[i]): float(similarity[i]) for i in best}
+    wanted = set(also) - found.keys()
+    if wanted:
+        for i in np.flatnonzero(np.isin(pks, list(wanted))):
+            found[int(pks[i])] = float(similarity[i])
+    return found
 
 
 async def _memory_count(conn: AsyncConnection, app_name: str, user_id: str) -> int:
