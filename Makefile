@@ -45,10 +45,13 @@ test-lowest:
 	.venv-lowest/bin/pip install --quiet -e ".[test]" -c .ci/lowest-constraints.txt
 	.venv-lowest/bin/pytest -n auto -m "not soak" -p no:cacheprovider
 
-test-newest-python:
+# pgserver (PostgreSQL with pgvector, for the hybrid-search tests) has no wheels for
+# Python 3.13: its server programs are taken from the main venv's.
+test-newest-python: $(VENV)/.installed-dev
 	$(NEWEST_PYTHON) -m venv .venv-newest
 	.venv-newest/bin/pip install --quiet -e ".[dev]"
-	.venv-newest/bin/pytest -n auto -m "not soak" -p no:cacheprovider
+	ADK_SQLSTORE_TEST_PGVECTOR_BIN="$$(ls -d $(CURDIR)/$(VENV)/lib/python3*/site-packages/pgserver/pginstall/bin)" \
+		.venv-newest/bin/pytest -n auto -m "not soak" -p no:cacheprovider
 
 # The embedders with their real libraries, the local model included, hybrid search end to
 # end on LoCoMo (SQLite, and pgserver's PostgreSQL with pgvector) and the demo's hybrid

@@ -69,22 +69,29 @@ def server_binaries() -> Path:
 
 
 def pgvector_binaries() -> Path:
-    """The folder of ``initdb`` and ``pg_ctl`` of a PostgreSQL with pgvector: the one
-    the PyPI package ``pgserver`` bundles (PostgreSQL 16, pgvector 0.6.2; only its
-    files are used, not its Python API).
+    """The folder of ``initdb`` and ``pg_ctl`` of a PostgreSQL with pgvector:
+    ``$ADK_SQLSTORE_TEST_PGVECTOR_BIN``, else the one the PyPI package ``pgserver``
+    bundles (PostgreSQL 16, pgvector 0.6.2; only its files are used, not its Python
+    API).
 
     Raises:
         ClusterUnavailable: pgserver is not installed (it comes with the test extra).
     """
     import importlib.util
 
+    given = os.environ.get("ADK_SQLSTORE_TEST_PGVECTOR_BIN")
     spec = importlib.util.find_spec("pgserver")
-    if spec is None or spec.origin is None:
+    if given:
+        folder = Path(given)
+    elif spec is None or spec.origin is None:
         raise ClusterUnavailable(
             "no PostgreSQL with pgvector here: the PyPI package pgserver bundles one"
-            ' (pip install -e ".[test]")'
+            ' (pip install -e ".[test]"; it has no wheels for Python 3.13 and later, where'
+            " ADK_SQLSTORE_TEST_PGVECTOR_BIN may name the bin folder of another"
+            " environment's pgserver/pginstall)"
         )
-    folder = Path(spec.origin).parent / "pginstall" / "bin"
+    else:
+        folder = Path(spec.origin).parent / "pginstall" / "bin"
     if not (folder / "initdb").is_file():
         raise ClusterUnavailable(f"pgserver has no server binaries at {folder}")
     return folder

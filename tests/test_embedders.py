@@ -227,3 +227,28 @@ def test_the_demo_answers_a_question_sharing_no_word_with_the_local_model(tmp_pa
     assert "hybrid search (all-MiniLM-L6-v2, local): 'I play badminton every Sunday'" in (
         done.stdout.replace("\n", " ")
     )
+
+
+def test_embedders_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The names ?embedder= and --embedder take (adk_sqlstore.embeddings.registry)."""
+    from adk_sqlstore.embeddings import embedder_named
+    from adk_sqlstore.errors import ConfigurationError
+
+    local = embedder_named("minilm")
+    assert isinstance(local, MiniLMEmbedder) and local.dimensions == 384
+    pytest.importorskip("httpx")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    small = embedder_named("openai")
+    assert isinstance(small, OpenAICompatibleEmbedder)
+    assert (small.model, small.dimensions, small.base_url) == (
+        "text-embedding-3-small",
+        1536,
+        "http://127.0.0.1:9/v1",
+    )
+    assert embedder_named("OpenAI:text-embedding-3-large").dimensions == 3072
+    with pytest.raises(ConfigurationError, match="dimensions"):
+        embedder_named("openai:nomic-embed-text")
+    with pytest.raises(ConfigurationError, match="unknown embedder"):
+        embedder_named("word2vec")
+    custom = embedder_named("tests.embedders:Concepts")
+    assert custom.model == "test-concepts"

@@ -1,7 +1,7 @@
 """Embedders: texts to vectors, for hybrid memory search.
 
-Work in progress (issue 14): the embedders below work and are tested, but memory
-search does not use them yet (see ``docs/hybrid-search.md``).
+An embedder turns on hybrid memory search (``SqlMemoryService(embedder=...)``, or
+``?embedder=`` in a URL; see ``docs/hybrid-search.md``).
 
 An embedder is any object with
 
@@ -25,11 +25,15 @@ from .base import Embedder, embed_texts
 from .google import GoogleGenAIEmbedder
 from .local import MiniLMEmbedder
 from .openai import OpenAICompatibleEmbedder
+from .registry import EMBEDDER_NAMES, embedder_named, resolve_embedder
 
 __all__ = [
+    "EMBEDDER_NAMES",
     "Embedder",
     "GoogleGenAIEmbedder",
     "MiniLMEmbedder",
     "OpenAICompatibleEmbedder",
     "embed_texts",
+    "embedder_named",
+    "resolve_embedder",
 ]

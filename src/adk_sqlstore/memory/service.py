@@ -336,12 +336,22 @@ class SqlMemoryService(MemoryJobs, OnStore):
         10,000 characters); an empty or all-stop-word query finds nothing. Only rows
         of ``(app_name, user_id)`` are ever read.
 
+        With an embedder (hybrid search, :mod:`adk_sqlstore.search.hybrid`), the
+        query is embedded first (outside any transaction) and BM25's top candidates
+        are fused with the user's nearest vectors of the embedder's model by min-max
+        normalised scores; then even a query sharing no word with a memory (or made
+        of stop words) can find it. If the embedder fails, the search is BM25 alone
+        (logged).
+
         Returns:
             At most ``limit`` memories (at most 1,000), best first; each carries ``id``,
             ``content``, ``author``, ``timestamp`` (ISO 8601, UTC) and
             ``custom_metadata`` with the stored metadata plus ``session_id``,
-            ``event_id`` and ``score`` (BM25, higher is better; comparable within one
-            search only).
+            ``event_id`` and ``score`` (BM25, or with an embedder the fused score from
+            0 to 1; higher is better; comparable within one search only). With an
+            embedder also ``lexical_score`` (BM25; ``None`` outside its candidates) and
+            ``vector_score`` (the inner product of unit vectors; ``None`` for a
+            memory without a vector of the model).
 
         Raises:
             InvalidArgumentError: ``query`` is not a str, or ``limit`` not 1 or more.
