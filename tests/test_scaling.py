@@ -27,6 +27,7 @@ USER_TABLES = (
     "sqlstore_memories",
     "sqlstore_memory_stats",
     "sqlstore_memory_ingestions",
+    "sqlstore_memory_embeddings",
 )
 """Distributed by user_id (docs/scaling.md); sqlstore_app_state is a reference table."""
 
@@ -70,10 +71,20 @@ def _routes_to_one_user(statement: str) -> bool:
 
 
 @pytest.mark.postgres
-async def test_every_statement_of_a_users_call_filters_on_user_id(postgres_url: str) -> None:
+@pytest.mark.parametrize("hybrid", [False, True], ids=["bm25", "hybrid"])
+async def test_every_statement_of_a_users_call_filters_on_user_id(
+    hybrid: bool, request: pytest.FixtureRequest
+) -> None:
+    """With an embedder too (on a server with pgvector): every vector statement of a
+    user's call names the user."""
+    from .embedders import Concepts
+
+    url = str(request.getfixturevalue("pgvector_url" if hybrid else "postgres_url"))
     recorder = Recorder()
-    async with SqlSessionService.from_url(postgres_url) as sessions:
-        memory = SqlMemoryService(sessions.engine)
+    async with SqlSessionService.from_url(url) as sessions:
+        memory = SqlMemoryService(sessions.engine, embedder=Concepts() if hybrid else None)
+        if hybrid:
+            assert await memory.vector_storage() == "pgvector"  # made its index: not a call
         event.listen(sessions.engine.sync_engine, "before_cursor_execute", recorder)
         key: dict[str, Any] = {"app_name": "shard", "user_id": "u1"}
         with recorder.call("create_session"):

@@ -32,6 +32,7 @@ USER_TABLES = (
     "sqlstore_memories",
     "sqlstore_memory_stats",
     "sqlstore_memory_ingestions",
+    "sqlstore_memory_embeddings",
 )
 
 
