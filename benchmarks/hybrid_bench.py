@@ -257,7 +257,7 @@ async def _model_figures(
     out = {"query50": q50, "query95": q95}
     for label, chosen in (("without", None), ("with", embedder)):
         sessions = _core_sessions(corpus, f"ingest-{label}-{uuid.uuid4().hex[:6]}", events)
-        async with SqlMemoryService.from_url(url, embedder=chosen) as memory:
+        async with SqlMemoryService.from_url(url, embedder=chosen, auto_migrate=True) as memory:
             began = time.perf_counter()
             for session in sessions:
                 await memory.add_session_to_memory(session)
@@ -300,8 +300,6 @@ async def run_hybrid(
             )
         )
         async with _database(backend, server) as url:
-            async with SqlMemoryService.from_url(url, auto_migrate=True):
-                pass
             model = await _model_figures(url, corpus, size.model_events, progress)
     if isinstance(model, str):
         progress(f"hybrid: no local-model figures: {model}")
