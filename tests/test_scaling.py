@@ -168,7 +168,7 @@ async def _stats_and_truth(engine: Any) -> tuple[list[Any], list[Any]]:
         truth = (
             await conn.execute(
                 text(
-                    "SELECT app_name, user_id, count(*), sum(length(search_vector))"
+                    "SELECT app_name, user_id, count(*), sum(token_count)"
                     " FROM sqlstore_memories GROUP BY 1, 2 ORDER BY 1, 2"
                 )
             )

@@ -16,6 +16,7 @@ from ..sql.search import (
     PG_CANDIDATES,
     PG_TERM_COUNTS,
     pg_best,
+    scope_lexeme,
     tsquery_lexeme,
 )
 from .lexical import (
@@ -71,6 +72,7 @@ class PostgresSearch(UserMemories):
             "terms": self.query_terms,
             "cap": int(n) if limit is None else limit,
             "search_scope": self.scope,
+            "scope_lexeme": scope_lexeme(self.scope),
         }
         counted = {t: int(df) for t, df in await self.conn.execute(PG_TERM_COUNTS, params)}
         return [Term(t, counted.get(t, 0)) for t in self.query_terms]
@@ -95,7 +97,7 @@ class PostgresSearch(UserMemories):
             **self.params,
             "search_scope": self.scope,
             "all_terms": lexemes,
-            "wanted": " | ".join(lexemes),
+            "wanted": f"{scope_lexeme(self.scope)} & ({' | '.join(lexemes)})",
         }
         result = await self.conn.execute(PG_CANDIDATES, params)
         return [Candidate(pk, ts, dl, list(flags)) for pk, ts, dl, flags in result.all()]
@@ -108,7 +110,9 @@ class PostgresSearch(UserMemories):
             "search_scope": self.scope,
             "all_terms": [tsquery_lexeme(t.text) for t in terms],
             "idfs": [t.idf for t in terms],
-            "wanted": " | ".join(tsquery_lexeme(t.text) for t in wanted),
+            "wanted": f"{scope_lexeme(self.scope)} & ("
+            + " | ".join(tsquery_lexeme(t.text) for t in wanted)
+            + ")",
             "avgdl": avgdl,
             "limit": limit,
             "k1": BM25_K1,

@@ -165,29 +165,34 @@ async def previous_text(
     return (await conn.execute(_PREVIOUS, params)).scalar()
 
 
-_UPSERT = (
+_INSERT = (
     f"INSERT INTO {_TABLE} (memory_pk, app_name, user_id, model, dimensions, text_sha256,"
     " embedding, update_time)"
     " VALUES (:memory_pk, :app_name, :user_id, :model, :dimensions, :text_sha256, {vector},"
     " :update_time)"
-    " ON CONFLICT (memory_pk) DO UPDATE SET model = excluded.model,"
-    " dimensions = excluded.dimensions, text_sha256 = excluded.text_sha256,"
-    " embedding = excluded.embedding, update_time = excluded.update_time"
 )
-_UPSERTS = {
-    "blob": text(_UPSERT.format(vector=":embedding")),
-    "pgvector": text(_UPSERT.format(vector="CAST(:embedding AS vector)")),
+_INSERTS = {
+    "blob": text(_INSERT.format(vector=":embedding")),
+    "pgvector": text(_INSERT.format(vector="CAST(:embedding AS vector)")),
 }
 
 
 async def upsert_embeddings(
     conn: AsyncConnection, storage: VectorStorage, rows: Sequence[dict[str, Any]]
 ) -> None:
-    """Store embeddings, one per memory (``memory_pk``), replacing any it had. A row's
+    """Store embeddings, one per memory (``memory_pk``), replacing any it had: each
+    user's old rows are deleted, then the new ones inserted (no ``ON CONFLICT`` on the
+    memory key alone, which a table distributed by ``user_id`` could not have). A row's
     ``embedding`` is float32 bytes (``blob``) or pgvector's text form (``pgvector``)."""
-    if rows and storage != "none":
-        for chunk in chunks(list(rows)):
-            await conn.execute(_UPSERTS[storage], list(chunk))
+    if not rows or storage == "none":
+        return
+    by_user: dict[tuple[str, str], list[int]] = {}
+    for row in rows:
+        by_user.setdefault((row["app_name"], row["user_id"]), []).append(row["memory_pk"])
+    for (app_name, user_id), pks in by_user.items():
+        await delete_embeddings(conn, app_name=app_name, user_id=user_id, pks=pks)
+    for chunk in chunks(list(rows)):
+        await conn.execute(_INSERTS[storage], list(chunk))
 
 
 async def delete_embeddings(

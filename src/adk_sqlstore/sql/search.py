@@ -18,6 +18,7 @@ __all__ = [
     "PG_TERM_COUNTS",
     "fts5_match",
     "pg_best",
+    "scope_lexeme",
     "sqlite_rank",
     "sqlite_term_counts",
     "tsquery_lexeme",
@@ -45,24 +46,32 @@ def tsquery_lexeme(term: str) -> str:
     return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
+def scope_lexeme(scope: str) -> str:
+    """The user's scope token as PostgreSQL's ``search_vector`` holds it (after
+    ``chr(1)``, which no analysed term holds; migration 0005), as tsquery text."""
+    return tsquery_lexeme("\x01" + scope)
+
+
 PG_TERM_COUNTS = text(r"""
 SELECT t.term, (
     SELECT count(*) FROM (
         SELECT 1 FROM sqlstore_memories m
         WHERE m.app_name = :app_name AND m.user_id = :user_id
           AND m.search_scope = :search_scope
-          AND m.search_vector @@ CAST(
-              '''' || replace(replace(t.term, '\', '\\'), '''', '''''') || '''' AS tsquery)
+          AND m.search_vector @@ CAST(:scope_lexeme || ' & '
+              || '''' || replace(replace(t.term, '\', '\\'), '''', '''''') || '''' AS tsquery)
         LIMIT :cap
     ) AS hits
 ) AS df
 FROM unnest(CAST(:terms AS TEXT[])) AS t(term)
 """)
 """Each of ``:terms`` with the number of the user's memories holding it, counted up to
-``:cap`` (the GIN index holds the scope token: only the user's postings are read)."""
+``:cap``. ``:scope_lexeme`` (:func:`scope_lexeme`, the user's token in
+``search_vector``) is asked for with each word, so that the GIN index reads only the
+user's postings, with or without btree_gin."""
 
 PG_CANDIDATES = text("""
-SELECT m.pk, m.timestamp, length(m.search_vector) AS dl,
+SELECT m.pk, m.timestamp, m.token_count AS dl,
        ARRAY(SELECT m.search_vector @@ CAST(x.q AS tsquery)
              FROM unnest(CAST(:all_terms AS TEXT[])) WITH ORDINALITY AS x(q, i)
              ORDER BY x.i) AS flags
@@ -83,7 +92,7 @@ LATERAL (
         WHERE m.search_vector @@ CAST(x.q AS tsquery)
     ) * (CAST(:k1 AS FLOAT8) + 1)
     / (1 + CAST(:k1 AS FLOAT8) * (1 - CAST(:b AS FLOAT8)
-       + CAST(:b AS FLOAT8) * length(m.search_vector) / CAST(:avgdl AS FLOAT8)))
+       + CAST(:b AS FLOAT8) * m.token_count / CAST(:avgdl AS FLOAT8)))
     * CAST(:scale AS FLOAT8) + 0.5) / CAST(:scale AS FLOAT8) AS score
 ) AS s
 WHERE m.app_name = :app_name AND m.user_id = :user_id AND m.search_scope = :search_scope
