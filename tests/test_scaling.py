@@ -59,10 +59,11 @@ def _routes_to_one_user(statement: str) -> bool:
     """Whether a statement on user tables names the user (a WHERE on user_id, or an
     INSERT whose row carries it); statements on no user table pass, and so do
     forget_user's statistics statements, marked ``/* statistics */`` (maintenance:
-    they run on every shard and read no user's rows)."""
+    they run on every shard and read no user's rows), and reads of the system
+    catalogs, marked ``/* catalog */``."""
     if not any(table in statement for table in USER_TABLES):
         return True
-    if statement.lstrip().startswith("/* statistics */"):
+    if statement.lstrip().startswith(("/* statistics */", "/* catalog */")):
         return True
     if _FILTERED.search(statement):
         return True

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..sql.search import (
     PG_CANDIDATES,
+    PG_SEARCH_INDEX,
     PG_TERM_COUNTS,
     pg_best,
     scope_lexeme,
@@ -36,6 +37,8 @@ __all__ = ["EXACT_DF", "PostgresSearch"]
 EXACT_DF = 2_000
 """A user with at most this many memories is searched in one read."""
 
+_SCOPE_IN_INDEX: dict[str, bool] = {}  # database URL: its GIN index holds search_scope
+
 
 class PostgresSearch(UserMemories):
     """One search on PostgreSQL (see the module docstring)."""
@@ -46,6 +49,19 @@ class PostgresSearch(UserMemories):
         super().__init__(conn, app_name, user_id, query_terms)
         self._every_match: list[Candidate] | None = None
         self._read_terms: list[str] = []
+
+    async def _scope_prefix(self) -> str:
+        """``scope & `` in tsquery text where the GIN index lacks ``search_scope`` (no
+        btree_gin): the user's token in ``search_vector`` then keeps the index to the
+        user's postings; empty where the index holds ``search_scope`` (asking for the
+        token too would read its postings for nothing). Either way the answer is the
+        same; the index's definition is read once per database."""
+        key = self.conn.engine.url.render_as_string(hide_password=True)
+        holds_scope = _SCOPE_IN_INDEX.get(key)
+        if holds_scope is None:
+            definition = (await self.conn.execute(PG_SEARCH_INDEX)).scalar()
+            holds_scope = _SCOPE_IN_INDEX[key] = "search_scope" in str(definition or "")
+        return "" if holds_scope else f"{scope_lexeme(self.scope)} & "
 
     async def terms(self) -> tuple[list[Term], float, float] | None:
         stats = await self.stats()
@@ -72,7 +88,7 @@ class PostgresSearch(UserMemories):
             "terms": self.query_terms,
             "cap": int(n) if limit is None else limit,
             "search_scope": self.scope,
-            "scope_lexeme": scope_lexeme(self.scope),
+            "scope_prefix": await self._scope_prefix(),
         }
         counted = {t: int(df) for t, df in await self.conn.execute(PG_TERM_COUNTS, params)}
         return [Term(t, counted.get(t, 0)) for t in self.query_terms]
@@ -97,7 +113,7 @@ class PostgresSearch(UserMemories):
             **self.params,
             "search_scope": self.scope,
             "all_terms": lexemes,
-            "wanted": f"{scope_lexeme(self.scope)} & ({' | '.join(lexemes)})",
+            "wanted": f"{await self._scope_prefix()}({' | '.join(lexemes)})",
         }
         result = await self.conn.execute(PG_CANDIDATES, params)
         return [Candidate(pk, ts, dl, list(flags)) for pk, ts, dl, flags in result.all()]
@@ -110,7 +126,7 @@ class PostgresSearch(UserMemories):
             "search_scope": self.scope,
             "all_terms": [tsquery_lexeme(t.text) for t in terms],
             "idfs": [t.idf for t in terms],
-            "wanted": f"{scope_lexeme(self.scope)} & ("
+            "wanted": f"{await self._scope_prefix()}("
             + " | ".join(tsquery_lexeme(t.text) for t in wanted)
             + ")",
             "avgdl": avgdl,

@@ -15,6 +15,7 @@ __all__ = [
     "MEMORY_ROWS",
     "MEMORY_STATS",
     "PG_CANDIDATES",
+    "PG_SEARCH_INDEX",
     "PG_TERM_COUNTS",
     "fts5_match",
     "pg_best",
@@ -58,7 +59,7 @@ SELECT t.term, (
         SELECT 1 FROM sqlstore_memories m
         WHERE m.app_name = :app_name AND m.user_id = :user_id
           AND m.search_scope = :search_scope
-          AND m.search_vector @@ CAST(:scope_lexeme || ' & '
+          AND m.search_vector @@ CAST(:scope_prefix
               || '''' || replace(replace(t.term, '\', '\\'), '''', '''''') || '''' AS tsquery)
         LIMIT :cap
     ) AS hits
@@ -66,9 +67,16 @@ SELECT t.term, (
 FROM unnest(CAST(:terms AS TEXT[])) AS t(term)
 """)
 """Each of ``:terms`` with the number of the user's memories holding it, counted up to
-``:cap``. ``:scope_lexeme`` (:func:`scope_lexeme`, the user's token in
-``search_vector``) is asked for with each word, so that the GIN index reads only the
-user's postings, with or without btree_gin."""
+``:cap``. Where the GIN index lacks ``search_scope`` (no btree_gin),
+``:scope_prefix`` is ``scope_lexeme & `` (:func:`scope_lexeme`, the user's token in
+``search_vector``), so that it reads only the user's postings; else it is empty."""
+
+PG_SEARCH_INDEX = text(
+    "/* catalog */ SELECT indexdef FROM pg_indexes"
+    " WHERE indexname = 'ix_sqlstore_memories_search'"
+    " AND schemaname = ANY (current_schemas(false))"
+)
+"""The definition of the full-text index (whether it holds ``search_scope``)."""
 
 PG_CANDIDATES = text("""
 SELECT m.pk, m.timestamp, m.token_count AS dl,
