@@ -62,7 +62,8 @@ test-embeddings:
 	.venv-embeddings/bin/pip install --quiet torch==2.13.0
 	.venv-embeddings/bin/pip install --quiet -e ".[test,embeddings,openai,google]"
 	ADK_SQLSTORE_REQUIRE_EMBEDDINGS=1 .venv-embeddings/bin/pytest -p no:cacheprovider \
-		tests/test_embedders.py tests/test_locomo.py::test_locomo_slice_hybrid_recall_with_the_local_model
+		tests/test_embedders.py tests/test_readme.py \
+		tests/test_locomo.py::test_locomo_slice_hybrid_recall_with_the_local_model
 
 bench: $(VENV)/.installed-dev  # the full run behind benchmarks/RESULTS.md (about 20 min)
 	$(BIN)/python -m benchmarks run --size full --markdown benchmarks/RESULTS.md
