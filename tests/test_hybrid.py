@@ -14,6 +14,7 @@ import asyncio
 import sqlite3
 import warnings
 from collections.abc import AsyncIterator
+from contextlib import closing
 from typing import Any
 
 import pytest
@@ -505,7 +506,7 @@ def test_memory_embed_backfills_from_the_command_line(sqlite_url: str) -> None:
         ],
     )
     assert found.exit_code == 0 and "badminton" in found.output
-    with sqlite3.connect(sqlite_url.removeprefix("sqlite:///")) as conn:
+    with closing(sqlite3.connect(sqlite_url.removeprefix("sqlite:///"))) as conn:
         assert conn.execute("SELECT count(*) FROM sqlstore_memory_embeddings").fetchone() == (2,)
 
 
