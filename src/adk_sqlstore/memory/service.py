@@ -351,7 +351,9 @@ class SqlMemoryService(MemoryJobs, OnStore):
             0 to 1; higher is better; comparable within one search only). With an
             embedder also ``lexical_score`` (BM25; ``None`` outside its candidates) and
             ``vector_score`` (the inner product of unit vectors; ``None`` for a
-            memory without a vector of the model).
+            memory without a vector of the model, and for every memory when the
+            search fell back to BM25). A memory holding no query word with a
+            similarity of 0 or less is not returned.
 
         Raises:
             InvalidArgumentError: ``query`` is not a str, or ``limit`` not 1 or more.
@@ -373,7 +375,8 @@ class SqlMemoryService(MemoryJobs, OnStore):
             )
         if not rows:
             await self._warn_if_indexed_otherwise(app_name, user_id)
-        memories = [_entry(row, scores, hybrid=vector is not None) for row, scores in rows]
+        hybrid = self._hybrid is not None  # the keys are there even when it fell back
+        memories = [_entry(row, scores, hybrid=hybrid) for row, scores in rows]
         return SearchMemoryResponse(memories=memories)
 
     async def _warn_if_indexed_otherwise(self, app_name: str, user_id: str) -> None:

@@ -108,13 +108,18 @@ class Fused:
 
 
 def _minmax(values: np.ndarray) -> np.ndarray:
+    """Min-max normalised; all equal: 1 where positive (a lone good match is the
+    best), else 0."""
     low, high = float(values.min()), float(values.max())
-    return (values - low) / (high - low) if high > low else np.zeros_like(values)
+    if high > low:
+        return (values - low) / (high - low)
+    return np.where(values > 0, 1.0, 0.0)
 
 
 def fuse(lexical: dict[int, float], similar: dict[int, float], weight: float) -> list[Fused]:
     """The union of both sides' candidates with fused scores (see the module
-    docstring), unordered."""
+    docstring), unordered; a memory holding no query word whose similarity is 0 or
+    less is left out (nothing relates it to the query)."""
     keys = list(lexical.keys() | similar.keys())
     if not keys:
         return []
@@ -125,6 +130,7 @@ def fuse(lexical: dict[int, float], similar: dict[int, float], weight: float) ->
     return [
         Fused(k, rounded(float(mixed[i])), lexical.get(k), similar.get(k))
         for i, k in enumerate(keys)
+        if k in lexical or similar.get(k, 0.0) > 0  # no word in common, nor similar: out
     ]
 
 
