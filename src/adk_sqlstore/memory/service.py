@@ -376,8 +376,7 @@ class SqlMemoryService(MemoryJobs, OnStore):
         if not rows:
             await self._warn_if_indexed_otherwise(app_name, user_id)
         hybrid = self._hybrid is not None  # the keys are there even when it fell back
-        memories = [_entry(row, scores, hybrid=hybrid) for row, scores in rows]
-        return SearchMemoryResponse(memories=memories)
+        return SearchMemoryResponse(memories=[_entry(r, s, hybrid=hybrid) for r, s in rows])
 
     async def _warn_if_indexed_otherwise(self, app_name: str, user_id: str) -> None:
         """Once per user and service: :func:`.reindex.warn_if_indexed_otherwise`."""
