@@ -32,7 +32,7 @@ from ..errors import AdkSqlStoreError
 from ..sql import embeddings as sql
 from ..store import Store
 
-__all__ = ["DEFAULT_EMBED_BATCH", "MemoryVectors", "Prepared", "encode", "unit_rows"]
+__all__ = ["DEFAULT_EMBED_BATCH", "MemoryVectors", "Prepared", "unit_rows"]
 
 DEFAULT_EMBED_BATCH = 256
 """Memories per transaction of :meth:`MemoryVectors.embed_missing`."""
@@ -47,15 +47,13 @@ def unit_rows(vectors: Sequence[Sequence[float]]) -> np.ndarray:
     return (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32)
 
 
-def encode(vector: np.ndarray, storage: sql.VectorStorage) -> bytes | str:
-    """A float32 vector as stored: little-endian bytes, or pgvector's text form."""
-    if storage == "pgvector":
-        return "[" + ",".join(repr(float(x)) for x in vector) + "]"
-    return vector.astype("<f4").tobytes()
-
-
 def _sha(turn: str, with_previous: str) -> str:
     return hashlib.sha256(f"{turn}\x00{with_previous}".encode()).hexdigest()
+
+
+def _with_previous(previous: str | None, turn: str) -> str:
+    """What is embedded beside the turn: the previous turn, then the turn."""
+    return f"{previous}\n{turn}" if previous is not None else turn
 
 
 @dataclass
@@ -122,19 +120,11 @@ class MemoryVectors:
                 dimensions=self.dimensions,
                 ids=[row["id"] for row in rows],
             )
-            previous = None
-            if first["session_id"] is not None:
-                previous = await sql.previous_text(
-                    conn,
-                    app_name=first["app_name"],
-                    user_id=first["user_id"],
-                    session_id=first["session_id"],
-                    timestamp=first["timestamp"],
-                )
+            previous = await sql.previous_of(conn, first)
         wanted: list[tuple[str, str, str]] = []  # (memory id, text, text with previous)
         for row in rows:
             turn = row["text"]
-            with_previous = f"{previous}\n{turn}" if previous is not None else turn
+            with_previous = _with_previous(previous, turn)
             if row["session_id"] is not None:
                 previous = turn
             if stored.get(row["id"]) != _sha(turn, with_previous):
@@ -185,7 +175,7 @@ class MemoryVectors:
                     "model": self.model,
                     "dimensions": int(vector.shape[0]),
                     "text_sha256": sha,
-                    "embedding": encode(vector, prepared.storage),
+                    "embedding": sql.vector_param(vector, prepared.storage),
                     "update_time": now,
                 }
                 for mid, (sha, vector) in prepared.vectors.items()
@@ -238,7 +228,7 @@ class MemoryVectors:
                         "model": self.model,
                         "dimensions": int(vectors[i].shape[0]),
                         "text_sha256": _sha(*pairs[i]),
-                        "embedding": encode(vectors[i], storage),
+                        "embedding": sql.vector_param(vectors[i], storage),
                         "update_time": now,
                     }
                     for i, row in enumerate(batch)
@@ -265,15 +255,6 @@ class MemoryVectors:
             )
             pairs = []
             for row in batch:
-                previous = None
-                if row["session_id"] is not None:
-                    previous = await sql.previous_text(
-                        conn,
-                        app_name=row["app_name"],
-                        user_id=row["user_id"],
-                        session_id=row["session_id"],
-                        timestamp=row["timestamp"],
-                    )
-                turn = row["text"]
-                pairs.append((turn, f"{previous}\n{turn}" if previous is not None else turn))
+                previous = await sql.previous_of(conn, row)
+                pairs.append((row["text"], _with_previous(previous, row["text"])))
         return batch, pairs

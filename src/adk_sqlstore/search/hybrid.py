@@ -157,13 +157,12 @@ async def _pgvector_scores(
 ) -> dict[int, float]:
     """:func:`vector_scores` through pgvector: the HNSW index for a big user (the
     exact scan when it comes up short), else the exact scan of the user's vectors."""
-    text_form = "[" + ",".join(repr(float(x)) for x in query.vector) + "]"
     where: dict[str, Any] = {
         "app_name": app_name,
         "user_id": user_id,
         "model": query.model,
         "dimensions": int(query.vector.shape[0]),
-        "query": text_form,
+        "query": sql.vector_param(query.vector, "pgvector"),
     }
     found: dict[int, float] = {}
     if query.hnsw and await _memory_count(conn, app_name, user_id) >= HNSW_FROM:

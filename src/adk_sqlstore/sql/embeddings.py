@@ -13,6 +13,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any, Literal
 
+import numpy as np
 from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -32,11 +33,13 @@ __all__ = [
     "memory_texts",
     "nearest_hnsw",
     "nearest_pgvector",
+    "previous_of",
     "previous_text",
     "scores_pgvector",
     "upsert_embeddings",
     "user_vectors",
     "vector_fingerprint",
+    "vector_param",
     "vector_storage",
 ]
 
@@ -45,6 +48,29 @@ VectorStorage = Literal["blob", "pgvector", "none"]
 not at all (PostgreSQL without pgvector)."""
 
 _TABLE = "sqlstore_memory_embeddings"
+
+
+def vector_param(vector: np.ndarray, storage: VectorStorage) -> bytes | str:
+    """A float32 vector as bound to a statement: little-endian bytes (``blob``), or
+    pgvector's text form (``pgvector``)."""
+    if storage == "pgvector":
+        return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+    return vector.astype("<f4").tobytes()
+
+
+async def previous_of(conn: AsyncConnection, row: dict[str, Any]) -> str | None:
+    """:func:`previous_text` of a memory row (``app_name``, ``user_id``,
+    ``session_id``, ``timestamp``); ``None`` for a memory of no session."""
+    if row["session_id"] is None:
+        return None
+    return await previous_text(
+        conn,
+        app_name=row["app_name"],
+        user_id=row["user_id"],
+        session_id=row["session_id"],
+        timestamp=row["timestamp"],
+    )
+
 
 _PG_COLUMN_TYPE = text(
     "SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a"
@@ -207,11 +233,13 @@ async def delete_embeddings(
         await conn.execute(stmt, {"app_name": app_name, "user_id": user_id, "pks": chunk})
 
 
-_USER_VECTORS = text(
-    f"SELECT memory_pk, embedding FROM {_TABLE}"
+_OF_USER_MODEL = (
     " WHERE app_name = :app_name AND user_id = :user_id AND model = :model"
     " AND dimensions = :dimensions"
 )
+"""The condition of the user's vectors of one model and length."""
+
+_USER_VECTORS = text(f"SELECT memory_pk, embedding FROM {_TABLE}" + _OF_USER_MODEL)
 
 
 async def user_vectors(
@@ -224,9 +252,8 @@ async def user_vectors(
 
 
 _FINGERPRINT = text(
-    f"SELECT count(*), coalesce(sum(memory_pk), 0), coalesce(max(update_time), 0) FROM {_TABLE}"
-    " WHERE app_name = :app_name AND user_id = :user_id AND model = :model"
-    " AND dimensions = :dimensions"
+    "SELECT count(*), coalesce(sum(memory_pk), 0), coalesce(max(update_time), 0)"
+    f" FROM {_TABLE}" + _OF_USER_MODEL
 )
 
 
