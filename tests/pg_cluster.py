@@ -145,6 +145,21 @@ class ThrowawayCluster:
                 raise ClusterUnavailable("running as root without runuser to drop to 'postgres'")
             os.chown(self.folder, owner.pw_uid, owner.pw_gid)
             self._run_as = [runuser, "-u", "postgres", "--"]
+            if binaries is not None and not self._runnable(binaries / "initdb"):
+                # e.g. pgserver's, in a venv under a folder only root may enter (a
+                # clone in mktemp -d, or under /root): a copy the server's user can run
+                # (with the wheel's shared libraries, found relative to the programs)
+                install, package = binaries.parent, binaries.parent.parent
+                site = self.folder / "site"
+                shutil.copytree(install, site / package.name / install.name, symlinks=True)
+                for libs in package.parent.glob(f"{package.name}*.libs"):
+                    shutil.copytree(libs, site / libs.name, symlinks=True)
+                self.bin = site / package.name / install.name / binaries.name
+
+    def _runnable(self, program: Path) -> bool:
+        """Whether the server's user may run ``program``."""
+        check = subprocess.run([*self._run_as, "test", "-x", str(program)], check=False)
+        return check.returncode == 0
 
     # -- life cycle -------------------------------------------------------------------
 
