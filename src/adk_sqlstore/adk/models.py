@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from typing import Any
 
 from .. import errors
 from ..models import MemoryEntry
-from ..sessions.codec import SessionModels, Token
+from ..sessions.codec import EventListReader, SessionModels, Token
 from ..sql.sessions import SessionRow
 from ._google import (
     AdkAlreadyExistsError,
@@ -46,6 +47,11 @@ class AdkModels(SessionModels[AdkSession, AdkEvent, PagedListSessionsResponse]):
 
     event_model = AdkEvent
     exact_events = False
+
+    def event_list_reader(self) -> EventListReader[AdkEvent]:
+        """ADK's validator without its Python validators that do nothing to stored JSON
+        (:mod:`adk_sqlstore.adk.event_reader`), built once per process."""
+        return _event_reader()
 
     def build_session(
         self, row: SessionRow, state: dict[str, Any], events: list[AdkEvent]
@@ -84,6 +90,13 @@ class AdkModels(SessionModels[AdkSession, AdkEvent, PagedListSessionsResponse]):
         session.state.update(delta)
         session.events.append(event)
         session.last_update_time = event.timestamp
+
+
+@cache
+def _event_reader() -> EventListReader[AdkEvent]:
+    from .event_reader import EventListReader as AdkEventListReader
+
+    return AdkEventListReader()
 
 
 ADK_MODELS = AdkModels()

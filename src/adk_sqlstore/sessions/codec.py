@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import GenericAlias
-from typing import Any, Generic, cast
+from typing import Any, Generic, Protocol, cast
 
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
@@ -48,6 +48,7 @@ __all__ = [
     "CORE_MODELS",
     "CoreModels",
     "EncodedState",
+    "EventListReader",
     "EventT",
     "ListT",
     "SessionCodec",
@@ -62,6 +63,16 @@ __all__ = [
 SessionT = TypeVar("SessionT", bound=SessionLike, default=Session)
 EventT = TypeVar("EventT", bound=EventLike, default=Event)
 ListT = TypeVar("ListT", default=ListSessionsResponse)
+EventRead = TypeVar("EventRead")
+
+
+class EventListReader(Protocol[EventRead]):
+    """Reads a JSON array of stored events (pydantic's ``TypeAdapter`` is one)."""
+
+    def validate_json(self, data: str, /) -> list[EventRead]:
+        """The events; raises ``pydantic.ValidationError`` for JSON that is not such an
+        array."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -88,6 +99,16 @@ class SessionModels(ABC, Generic[SessionT, EventT, ListT]):
     #: Refuse an event that would not read back equal (True), or only one that would
     #: not read back at all (False: values JSON lacks are stored as their JSON form).
     exact_events: bool = True
+
+    def event_list_reader(self) -> EventListReader[EventT]:
+        """What reads a JSON array of stored events into ``list[event_model]`` (and
+        checks, on append, that an event reads back): pydantic's validator unless the
+        models know a faster one that returns the same objects."""
+        if self.event_model is Event:
+            return cast(EventListReader[EventT], _EVENT_LIST)
+        return cast(
+            EventListReader[EventT], TypeAdapter(cast(Any, GenericAlias(list, (self.event_model,))))
+        )
 
     @abstractmethod
     def build_session(
@@ -155,6 +176,8 @@ class CoreModels(SessionModels[Session, Event, ListSessionsResponse]):
         session.last_update_time = event.timestamp
 
 
+_EVENT_LIST = TypeAdapter(list[Event])
+
 CORE_MODELS = CoreModels()
 """The models of :class:`~adk_sqlstore.SqlSessionService` unless told otherwise."""
 
@@ -192,12 +215,8 @@ class SessionCodec(Generic[SessionT, EventT, ListT]):
         self.max_state_value_bytes = check_size_limit(
             "max_state_value_bytes", max_state_value_bytes
         )
-        model = models.event_model
-        self._event: TypeAdapter[EventT] = TypeAdapter(model)
-        self._events = cast(
-            TypeAdapter[list[EventT]],
-            _EVENT_LIST if model is Event else TypeAdapter(cast(Any, GenericAlias(list, (model,)))),
-        )
+        self._event: TypeAdapter[EventT] = TypeAdapter(models.event_model)
+        self._events = models.event_list_reader()
 
     def coerce_event(self, event: object) -> EventT:
         """``event`` as the event model (a dict of one is validated).
@@ -297,9 +316,6 @@ class SessionCodec(Generic[SessionT, EventT, ListT]):
                     )
             encoded.append(texts)
         return EncodedState(app=encoded[0], user=encoded[1], session=encoded[2])
-
-
-_EVENT_LIST = TypeAdapter(list[Event])
 
 
 def parse_config(config: object) -> GetSessionConfig | None:
