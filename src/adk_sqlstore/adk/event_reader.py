@@ -30,13 +30,12 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import TypeAdapter
-from pydantic_core import SchemaValidator
 
+from ..sessions.builders import compile_schema
 from ._google import AdkEvent
 
 __all__ = ["SKIPPABLE", "EventListReader", "source_sha256"]
@@ -59,8 +58,6 @@ SKIPPABLE: Mapping[str, str] = {
 #: read by ADK's own validator.
 _CONVENIENCE_KEYS = ('"message":', '"state":', '"route":', '"node_path":')
 
-_BUILD_LOCK = threading.Lock()
-
 
 def _name(function: Any) -> str:
     function = getattr(function, "__func__", function)
@@ -80,17 +77,6 @@ def _skippable(function: Any) -> bool:
     return SKIPPABLE.get(_name(function)) == source_sha256(function)
 
 
-def _models(node: Any) -> Iterator[dict[str, Any]]:
-    if isinstance(node, dict):
-        if node.get("type") == "model":
-            yield node
-        for value in node.values():
-            yield from _models(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from _models(value)
-
-
 class EventListReader:
     """``validate_json`` of a JSON array of stored ADK events, as ``list[Event]``.
 
@@ -106,7 +92,7 @@ class EventListReader:
         self.skipped: set[str] = set()
         self.kept: set[str] = set()
         schema = self._strip(self._full.core_schema)
-        self._fast = self._validator(schema)
+        self._fast = compile_schema(schema)
 
     def _strip(self, node: Any) -> Any:
         """A copy of a core schema without the reviewed no-op validators and inits."""
@@ -130,23 +116,6 @@ class EventListReader:
             else:
                 self.kept.add(_name(init))
         return copy
-
-    @staticmethod
-    def _validator(schema: dict[str, Any]) -> SchemaValidator:
-        """pydantic-core's validator for ``schema``. pydantic-core reuses a model
-        class's own (complete) validator in place of its schema: the classes are marked
-        incomplete while this validator is built, so that their schema, without the
-        removed functions, is compiled instead; their own validators are untouched."""
-        classes = {model["cls"] for model in _models(schema)}
-        with _BUILD_LOCK:
-            complete = {cls: cls.__dict__.get("__pydantic_complete__") for cls in classes}
-            try:
-                for cls in classes:
-                    type.__setattr__(cls, "__pydantic_complete__", False)
-                return SchemaValidator(schema)
-            finally:
-                for cls, flag in complete.items():
-                    type.__setattr__(cls, "__pydantic_complete__", flag)
 
     def validate_json(self, data: str) -> list[AdkEvent]:
         """The events of a JSON array of stored events.

@@ -11,6 +11,7 @@ from typing import Any
 
 from .. import errors
 from ..models import MemoryEntry
+from ..sessions.builders import ManyModels
 from ..sessions.codec import EventListReader, SessionModels, Token
 from ..sql.sessions import SessionRow
 from ._google import (
@@ -67,6 +68,27 @@ class AdkModels(SessionModels[AdkSession, AdkEvent, PagedListSessionsResponse]):
         self.set_token(session, Token(row.revision, row.incarnation))
         return session
 
+    def build_sessions(
+        self, rows: list[SessionRow], states: list[dict[str, Any]]
+    ) -> list[AdkSession]:
+        return _many_sessions().build(
+            [
+                {
+                    "id": row.id,
+                    "app_name": row.app_name,
+                    "user_id": row.user_id,
+                    "state": state,
+                    "events": [],
+                    "last_update_time": row.update_time,
+                }
+                for row, state in zip(rows, states, strict=True)
+            ],
+            [
+                {"_storage_update_marker": _marker(Token(row.revision, row.incarnation))}
+                for row in rows
+            ],
+        )
+
     def list_response(
         self, sessions: list[AdkSession], next_page_token: str | None
     ) -> PagedListSessionsResponse:
@@ -84,12 +106,21 @@ class AdkModels(SessionModels[AdkSession, AdkEvent, PagedListSessionsResponse]):
         return Token(len(events) if isinstance(events, list) else None, None)
 
     def set_token(self, session: AdkSession, token: Token) -> None:
-        session._storage_update_marker = f"{token.incarnation or ''}:{token.revision}"
+        session._storage_update_marker = _marker(token)
 
     def apply_append(self, session: AdkSession, event: AdkEvent, delta: dict[str, Any]) -> None:
         session.state.update(delta)
         session.events.append(event)
         session.last_update_time = event.timestamp
+
+
+def _marker(token: Token) -> str:
+    return f"{token.incarnation or ''}:{token.revision}"
+
+
+@cache
+def _many_sessions() -> ManyModels[AdkSession]:
+    return ManyModels(AdkSession)
 
 
 @cache

@@ -11,7 +11,6 @@ token; everything else is the same code for both.
 from __future__ import annotations
 
 import base64
-import gc
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -43,6 +42,7 @@ from ..validation import (
     dump_json_value,
     json_size,
 )
+from .builders import ManyModels, gc_paused
 
 __all__ = [
     "CORE_MODELS",
@@ -116,6 +116,13 @@ class SessionModels(ABC, Generic[SessionT, EventT, ListT]):
     ) -> SessionT:
         """A session object for a stored row, its merged state and events."""
 
+    def build_sessions(
+        self, rows: list[SessionRow], states: list[dict[str, Any]]
+    ) -> list[SessionT]:
+        """Session objects without events for many rows and their merged states
+        (``list_sessions``), in order; each keeps the state dict it is given."""
+        return [self.build_session(row, state, []) for row, state in zip(rows, states, strict=True)]
+
     @abstractmethod
     def list_response(self, sessions: list[SessionT], next_page_token: str | None) -> ListT:
         """The answer of ``list_sessions``."""
@@ -154,6 +161,23 @@ class CoreModels(SessionModels[Session, Event, ListSessionsResponse]):
         set_session_incarnation(session, row.incarnation)
         return session
 
+    def build_sessions(self, rows: list[SessionRow], states: list[dict[str, Any]]) -> list[Session]:
+        return _MANY_SESSIONS.build(
+            [
+                {
+                    "id": row.id,
+                    "app_name": row.app_name,
+                    "user_id": row.user_id,
+                    "state": state,
+                    "events": [],
+                    "last_update_time": row.update_time,
+                    "revision": row.revision,
+                }
+                for row, state in zip(rows, states, strict=True)
+            ],
+            [{"_incarnation": row.incarnation} for row in rows],
+        )
+
     def list_response(
         self, sessions: list[Session], next_page_token: str | None
     ) -> ListSessionsResponse:
@@ -177,6 +201,7 @@ class CoreModels(SessionModels[Session, Event, ListSessionsResponse]):
 
 
 _EVENT_LIST = TypeAdapter(list[Event])
+_MANY_SESSIONS = ManyModels(Session)
 
 CORE_MODELS = CoreModels()
 """The models of :class:`~adk_sqlstore.SqlSessionService` unless told otherwise."""
@@ -241,14 +266,10 @@ class SessionCodec(Generic[SessionT, EventT, ListT]):
         collections that scan the whole heap and take most of the time (about 3x)."""
         if not texts:
             return []
-        paused = len(texts) > 64 and gc.isenabled()
-        if paused:
-            gc.disable()
-        try:
+        if len(texts) <= 64:
             return self._events.validate_json("[" + ",".join(texts) + "]")
-        finally:
-            if paused:
-                gc.enable()
+        with gc_paused():
+            return self._events.validate_json("[" + ",".join(texts) + "]")
 
     def encode_event(self, event: EventLike) -> str:
         """The event as JSON, after checking that it reads back (and, with the models'

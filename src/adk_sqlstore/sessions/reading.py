@@ -13,6 +13,7 @@ from ..sql.hot_paths import load_session_rows
 from ..sql.sessions import SessionRow
 from ..state import merge_state
 from ..validation import check_identifier
+from .builders import gc_paused
 from .codec import EventT, ListT, SessionCodec, SessionModels, SessionT, encode_page_token
 
 __all__ = ["SessionKey", "list_page", "read_session", "session_key"]
@@ -97,6 +98,21 @@ async def list_page(
     """Sessions without events, by (update_time, user_id, id), after ``after``: all of
     them, or a page of ``limit`` with the token of the next (inside the caller's read
     transaction: one snapshot)."""
+    with gc_paused():  # thousands of objects, all kept
+        return await _list_page(
+            conn, models, app_name=app_name, user_id=user_id, limit=limit, after=after
+        )
+
+
+async def _list_page(
+    conn: AsyncConnection,
+    models: SessionModels[SessionT, EventT, ListT],
+    *,
+    app_name: str,
+    user_id: str | None,
+    limit: int | None,
+    after: tuple[float, str, str] | None,
+) -> ListT:
     rows, session_states = await sql.list_sessions(
         conn,
         app_name=app_name,
@@ -110,16 +126,15 @@ async def list_page(
     # One page of every user's sessions: the state of those users only.
     wanted = None if user_id is not None or limit is None else {r.user_id for r in rows}
     users = await sql.load_user_states(conn, app_name=app_name, user_id=user_id, user_ids=wanted)
-    sessions = [
-        models.build_session(
-            row,
-            merge_state(
-                app, users.get(row.user_id, {}), session_states.get((row.user_id, row.id), {})
-            ),
-            [],
-        )
-        for row in rows
-    ]
+    # Each session its own state dict: the models keep the dict they are given.
+    if app or users:
+        states = [
+            merge_state(app, users.get(r.user_id, {}), session_states.get((r.user_id, r.id), {}))
+            for r in rows
+        ]
+    else:
+        states = [session_states.get((r.user_id, r.id)) or {} for r in rows]
+    sessions = models.build_sessions(rows, states)
     last = rows[-1] if more else None
     token = encode_page_token(last.update_time, last.user_id, last.id) if last else None
     return models.list_response(sessions, token)
