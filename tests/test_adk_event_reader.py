@@ -245,7 +245,7 @@ async def test_generated_events_round_trip_through_the_adk_classes(db_url: str) 
     async with SqlSessionService(db_url) as service:
         for n, events in enumerate(examples):
             session = await service.create_session(app_name="reader", user_id=f"u{n}")
-            appended = []
+            appended: list[Event] = []
             for event in events:
                 event.timestamp = 1.7e9 + len(appended)
                 event.partial = False
