@@ -1,9 +1,10 @@
 """``python -m benchmarks run --backend sqlite|postgres [--url URL] [--size small|full]``
 
-Measures adk-sqlstore (core API and ADK classes) beside google-adk's own
-DatabaseSessionService and the raw-driver floor, in one run on one database, and prints
-one table per backend (medians of repeated runs). ``--markdown FILE`` also writes the
-tables as Markdown (benchmarks/RESULTS.md holds the latest full run).
+Measures adk-sqlstore (core API and ADK classes) beside its peers (google-adk's own
+DatabaseSessionService and SqliteMemoryService, and sqlspec's ADK extension) and the
+raw-driver floor, in one run on one database, and prints one table per backend (medians
+of repeated runs), with notes on where a peer's semantics differ. ``--markdown FILE``
+also writes the tables as Markdown (benchmarks/RESULTS.md holds the latest full run).
 """
 
 from __future__ import annotations
@@ -44,7 +45,15 @@ COLUMNS = [
     "raw",
     "ADK InMemoryMemoryService",
     "ADK SqliteMemoryService",
+    "sqlspec",
 ]
+# The peers a row's speedups are taken against (the best of those that did the figure),
+# with the short name the ratio cells give. ADK's InMemoryMemoryService keeps nothing.
+PEERS = {
+    "ADK DatabaseSessionService": "ADK",
+    "ADK SqliteMemoryService": "ADK SQLite",
+    "sqlspec": "sqlspec",
+}
 
 
 async def _admin(admin_url: str, sql: str) -> str:
@@ -109,44 +118,77 @@ def _ratio(a: float | None, b: float | None, higher_is_better: bool) -> str:
     return f"{(a / b if higher_is_better else b / a):.2f}x"
 
 
-def table(backend: str, figures: list[Figure]) -> tuple[Table, str]:
+def best_peer(f: Figure) -> str | None:
+    """The peer with the best value on the row (highest or lowest), if any did it."""
+    done = [p for p in PEERS if f.values.get(p)]
+    if not done:
+        return None
+    pick = max if f.higher_is_better else min
+    return pick(done, key=lambda p: f.values[p])
+
+
+def _vs_peer(value: float | None, f: Figure) -> str:
+    peer = best_peer(f)
+    if peer is None or not value:
+        return "-"
+    return f"{_ratio(value, f.values[peer], f.higher_is_better)} ({PEERS[peer]})"
+
+
+def table(backend: str, figures: list[Figure], notes: list[str] | None = None) -> tuple[Table, str]:
     """The rich table and its Markdown twin. Ratios are speedups (>1 is better for
-    adk-sqlstore): core and ADK classes against ADK's service, core against raw."""
-    present = [c for c in COLUMNS if any(c in f.values for f in figures)]
-    heads = ["figure", "unit", *present, "core vs ADK", "classes vs ADK", "core vs raw"]
-    rich = Table(title=f"{backend}: adk-sqlstore beside ADK and the raw driver")
+    adk-sqlstore): core and ADK classes against the row's best peer (named), and against
+    raw. Under the table: the failures (grouped by contender and reason), then ``notes``."""
+    present = [c for c in COLUMNS if any(c in f.values or c in f.extra for f in figures)]
+    heads = [
+        "figure",
+        "unit",
+        *present,
+        "core vs best peer",
+        "classes vs best peer",
+        "core vs raw",
+        "classes vs raw",
+    ]
+    rich = Table(
+        title=f"{backend}: adk-sqlstore beside its peers and the raw driver",
+        caption_justify="left",
+    )
     for head in heads:
         rich.add_column(head, justify="left" if head == "figure" else "right")
     lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
-    notes: list[str] = []
+    failures: dict[tuple[str, str], list[str]] = {}
     for f in figures:
         v = f.values
-        adk = v.get("ADK DatabaseSessionService")
         cells = [
             f.label,
             f.unit,
             *(_fmt(v.get(c), f.unit) for c in present),
-            _ratio(v.get("core"), adk, f.higher_is_better),
-            _ratio(v.get("adk classes"), adk, f.higher_is_better),
+            _vs_peer(v.get("core"), f),
+            _vs_peer(v.get("adk classes"), f),
             _ratio(v.get("core"), v.get("raw"), f.higher_is_better),
+            _ratio(v.get("adk classes"), v.get("raw"), f.higher_is_better),
         ]
-        if "ADK SqliteMemoryService" in v:  # memory: against ADK's persistent service
-            cells[-3] = _ratio(v.get("core"), v["ADK SqliteMemoryService"], f.higher_is_better)
-            cells[-3] += " (ADK SQLite)"
         for name, error in f.extra.items():
             if name in present:
                 cells[2 + present.index(name)] = "failed"
-                notes.append(f"{name}, {f.label}: {error}")
+                failures.setdefault((name, error), []).append(f.label)
         rich.add_row(*cells)
         lines.append("| " + " | ".join(cells) + " |")
-    for note in notes:
-        rich.caption = (rich.caption + "\n" if rich.caption else "") + "failed: " + note
-        lines.append(f"\nFailed: {note}")
+    below = [
+        f"failed: {name} ({'; '.join(labels)}): {error}"
+        for (name, error), labels in failures.items()
+    ]
+    below += [f"note: {note}" for note in notes or []]
+    rich.caption = "\n".join(below) or None
+    if below:
+        lines += ["", *(f"- {line[0].upper()}{line[1:]}" for line in below)]
     return rich, "\n".join(lines)
 
 
-async def measure(backend: str, args: argparse.Namespace, console: Console) -> list[Figure]:
-    """Every figure of one backend, on a throwaway database unless ``--url``."""
+async def measure(
+    backend: str, args: argparse.Namespace, console: Console
+) -> tuple[list[Figure], list[str]]:
+    """Every figure of one backend, on a throwaway database unless ``--url``, and the
+    notes on where the peers differ."""
 
     def progress(message: str) -> None:
         console.print(f"  {backend}: {message}", style="dim")
@@ -159,18 +201,21 @@ async def measure(backend: str, args: argparse.Namespace, console: Console) -> l
         async with throwaway(backend, args.postgres_admin_url) as url:
             yield url
 
+    notes: list[str] = []
     async with database() as url:
         progress(f"database {redact_url(url)}")
         figures = []
         if not args.skip_sessions:
-            figures += await run_sessions(contenders(backend), url, SIZES[args.size], progress)
+            figures += await run_sessions(
+                contenders(backend), url, SIZES[args.size], progress, notes
+            )
         if not args.skip_memory:
-            figures += await run_memory(database, url, MEMORY_SIZES[args.size], progress)
+            figures += await run_memory(database, url, MEMORY_SIZES[args.size], progress, notes)
     if not args.skip_hybrid and not args.url:
         figures += await run_hybrid(
             backend, args.postgres_admin_url, HYBRID_SIZES[args.size], progress
         )
-    return figures
+    return figures, notes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,15 +244,15 @@ def main(argv: list[str] | None = None) -> int:
     backends = args.backend or ["sqlite", "postgres"]
     if args.url and len(backends) > 1:
         parser.error("--url needs exactly one --backend")
-    console = Console(width=max(Console().width, 200))
+    console = Console(width=max(Console().width, 250))
     markdown = [f"# Benchmarks ({args.size} size)", ""]
     for backend in backends:
         header = machine(backend, args.postgres_admin_url)
         for line in header:
             console.print(line, style="dim")
         started = time.perf_counter()
-        figures = asyncio.run(measure(backend, args, console))
-        rich, md = table(backend, figures)
+        figures, notes = asyncio.run(measure(backend, args, console))
+        rich, md = table(backend, figures, notes)
         console.print(rich)
         console.print(f"({time.perf_counter() - started:.0f} s)", style="dim")
         markdown += [f"## {backend}", "", *(f"- {line}" for line in header), "", md, ""]

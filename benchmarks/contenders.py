@@ -5,16 +5,25 @@
 * ``ADK``: google-adk's own ``DatabaseSessionService`` on the same database;
 * ``raw``: the floor: the same work with the bare driver (asyncpg, or sqlite3) and no
   ORM or models: one transaction with a conditional revision update and one event
-  insert per append; one ordered select plus JSON decoding per load.
+  insert per append; one ordered select plus JSON decoding per load;
+* ``sqlspec``: a peer, sqlspec's ADK extension (``SQLSpecSessionService``) on asyncpg
+  or aiosqlite, on the same database (the ``bench`` extra pins its version), ADK types.
+
+A contender's ``notes`` say where it behaves differently from the others, as found by
+reading its source or by running it; the tables print them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import sqlite3
 import time
 import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.engine import make_url
@@ -37,6 +46,9 @@ class Contender:
     """One store. Sessions are handles the contender understands."""
 
     name = ""
+
+    def __init__(self) -> None:
+        self.notes: list[str] = []
 
     async def open(self, url: str) -> None: ...
 
@@ -401,6 +413,226 @@ class RawSqlite(Contender):
         await asyncio.gather(*(asyncio.to_thread(work, s) for s in sessions))
 
 
+def _is_postgres(url: str) -> bool:
+    return make_url(url).get_backend_name() == "postgresql"
+
+
+def sqlspec_config(url: str, **adk: Any) -> Any:
+    """sqlspec's database config for the run's SQLAlchemy-style URL: asyncpg on
+    PostgreSQL, aiosqlite on SQLite, its default pool settings. Its tables keep their
+    default names (``adk_session``, ``adk_event``, ``adk_memory``...) except the metadata
+    table, whose default name, ``adk_internal_metadata``, is also ADK's own."""
+    extension = {"adk": {"metadata_table": "sqlspec_adk_internal_metadata", **adk}}
+    if _is_postgres(url):
+        from sqlspec.adapters.asyncpg import AsyncpgConfig
+
+        dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+        return AsyncpgConfig(connection_config={"dsn": dsn}, extension_config=extension)
+    from sqlspec.adapters.aiosqlite import AiosqliteConfig
+
+    path = make_url(url).database
+    return AiosqliteConfig(connection_config={"database": path}, extension_config=extension)
+
+
+_SQLSPEC_SESSION_NOTES = [
+    "sqlspec append_event (extensions/adk/service.py, SQLSpecSessionService.append_event)"
+    " first reads the session row (store.get_session) and raises StaleSessionError when"
+    " its update_time differs from the one the Session object was loaded with, then writes"
+    " in a second, separate transaction (store.append_event_and_update_state: INSERT the"
+    " event; UPDATE adk_session SET state, update_time WHERE app_name, user_id, id, with"
+    " no condition on update_time). Within one process an asyncio.Lock per session"
+    " serializes appends; across processes the check and the write can interleave: tried"
+    " (sqlspec 0.69.0, both backends) with two services (two pools) holding the same"
+    " loaded session and appending at once, both appends succeeded, both events were"
+    " stored, and the session state kept only the second writer's state_delta. An append"
+    " after another writer's commit raises StaleSessionError.",
+    "sqlspec state: each append writes the whole session state of the in-memory Session"
+    " plus the event's delta (no merge in SQL); app: and user: state are read before the"
+    " write transaction and upserted whole inside it (service.py, append_event).",
+    "sqlspec events are ordered by their timestamp, not by append order (store.get_events:"
+    " ORDER BY timestamp ASC), and num_recent_events becomes LIMIT n on that ascending"
+    " order: GetSessionConfig(num_recent_events=5) on a 50-event session returned the"
+    " five oldest events (tried on both backends), where the other stores return the"
+    " newest. Its num_recent_events rows time that query.",
+    "sqlspec bulk (the sessions loaded whole and by num_recent_events): it has no bulk"
+    " write, so the rows are made by its own converter (extensions/adk/converters.py,"
+    " event_to_record) and inserted with its store's INSERT into adk_event through its"
+    " pooled connection, 5,000 per executemany and transaction; the session row is not"
+    " touched (as for ADK's bulk).",
+]
+
+
+class Sqlspec(AdkTypes):
+    """sqlspec's ADK extension: ``SQLSpecSessionService`` over its asyncpg or aiosqlite
+    store (``AsyncpgADKStore``, ``AiosqliteADKStore``), tables made by its
+    ``ensure_tables``."""
+
+    name = "sqlspec"
+
+    async def open(self, url: str) -> None:
+        from sqlspec.extensions.adk import SQLSpecSessionService
+
+        self.postgres = _is_postgres(url)
+        self.db_config = sqlspec_config(url)
+        if self.postgres:
+            from sqlspec.adapters.asyncpg.adk import AsyncpgADKStore as Store
+        else:
+            from sqlspec.adapters.aiosqlite.adk import AiosqliteADKStore as Store
+        store = Store(self.db_config)
+        await store.ensure_tables()
+        self.service = SQLSpecSessionService(store)
+        self.reread = False
+        self.reread = await self._appending_to_a_new_session_fails()
+        self.notes += _SQLSPEC_SESSION_NOTES
+
+    async def _appending_to_a_new_session_fails(self) -> bool:
+        """Whether append_event on the Session that create_session returned raises
+        StaleSessionError (so the run re-reads new sessions, as a workaround)."""
+        from google.adk.errors import StaleSessionError
+
+        for _ in range(3):
+            session = await self.create(f"probe-{uuid.uuid4().hex[:8]}")
+            try:
+                await self.service.append_event(session, self.make_event(0))
+            except StaleSessionError:
+                self.notes.append(
+                    "sqlspec: append_event on the Session that create_session returned"
+                    " raised StaleSessionError (this run). create_session returns the"
+                    " update_time it computed in Python (microseconds), while the store"
+                    " keeps a Julian-day REAL (aiosqlite store), which loses some"
+                    " microseconds; get_session then gives another update_time, and"
+                    " append_event's marker check fails. ADK's Runner appends to the"
+                    " session create_session returns when it creates one"
+                    " (auto_create_session). Workaround here: every new session is"
+                    " re-read with get_session before it is used, outside the timings."
+                )
+                return True
+        return False
+
+    async def close(self) -> None:
+        await self.db_config.close_pool()
+
+    async def create(self, user: str) -> Any:
+        session = await super().create(user)
+        if self.reread:
+            session = await self.service.get_session(
+                app_name=APP, user_id=user, session_id=session.id
+            )
+        return session
+
+    async def bulk(self, user: str, count: int) -> str:
+        """Rows made by sqlspec's ``event_to_record`` and written with its store's
+        INSERT through its pooled connection, 5,000 per ``executemany`` and transaction
+        (its API has no bulk write; its append reads and re-checks the session first)."""
+        from sqlspec.extensions.adk.converters import event_to_record
+
+        session = await self.create(user)
+        table = self.service.store.events_table
+        columns = "id, app_name, user_id, session_id, invocation_id, timestamp, event_data"
+        for start in range(0, count, 5000):
+            records = []
+            for n in range(start, min(start + 5000, count)):
+                event = self.make_event(n)
+                event.timestamp = 1.7e9 + n
+                records.append(
+                    event_to_record(event=event, app_name=APP, user_id=user, session_id=session.id)
+                )
+            rows = [
+                (
+                    r["id"],
+                    APP,
+                    user,
+                    session.id,
+                    r["invocation_id"],
+                    r["timestamp"],
+                    r["event_data"],
+                )
+                for r in records
+            ]
+            async with self.db_config.provide_connection() as conn:
+                if self.postgres:
+                    sql = f"INSERT INTO {table} ({columns}) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+                    async with conn.transaction():
+                        await conn.executemany(sql, rows)
+                else:
+                    from sqlspec.adapters.aiosqlite.core import datetime_to_julian, end_transaction
+                    from sqlspec.utils.serializers import to_json
+
+                    sql = f"INSERT INTO {table} ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                    await conn.executemany(
+                        sql, [(*r[:5], datetime_to_julian(r[5]), to_json(r[6])) for r in rows]
+                    )
+                    await end_transaction(conn, commit=True)
+        return str(session.id)
+
+
+@dataclass
+class SqlspecMemory:
+    """sqlspec's ``SQLSpecMemoryService`` and what its store logged (FTS fallbacks)."""
+
+    service: Any
+    config: Any
+    postgres: bool
+    warnings: list[str] = field(default_factory=list)
+
+    async def settle(self) -> None:
+        """After a bulk load: VACUUM ANALYZE its table (PostgreSQL), ANALYZE (SQLite)."""
+        table = self.service.store.memory_table
+        async with self.config.provide_connection() as conn:
+            if self.postgres:
+                await conn.execute(f"VACUUM ANALYZE {table}")
+            else:
+                from sqlspec.adapters.aiosqlite.core import end_transaction
+
+                await conn.execute("ANALYZE")
+                await end_transaction(conn, commit=True)
+
+
+class _Collect(logging.Handler):
+    def __init__(self, into: list[str]) -> None:
+        super().__init__(logging.WARNING)
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.into.append(record.getMessage())
+
+
+@contextlib.asynccontextmanager
+async def sqlspec_memory(url: str) -> AsyncIterator[SqlspecMemory]:
+    """sqlspec's memory service on the run's database, full-text search on
+    (``memory_use_fts``: FTS5 on SQLite, a GIN to_tsvector index on PostgreSQL), its
+    table made by its ``ensure_tables`` (on PostgreSQL after ``CREATE EXTENSION vector``,
+    as its migration does; pgvector must be on the server). Its store's warnings (an FTS
+    query that fails and falls back to LIKE) are collected instead of printed."""
+    from sqlspec.extensions.adk import SQLSpecMemoryService
+
+    postgres = _is_postgres(url)
+    config = sqlspec_config(url, memory_use_fts=True)
+    logger = logging.getLogger(
+        "sqlspec.adapters.asyncpg.adk.store" if postgres else "sqlspec.adapters.aiosqlite.adk.store"
+    )
+    memory = SqlspecMemory(None, config, postgres)
+    handler = _Collect(memory.warnings)
+    logger.addHandler(handler)
+    propagate, logger.propagate = logger.propagate, False
+    try:
+        if postgres:
+            from sqlspec.adapters.asyncpg.adk import AsyncpgADKMemoryStore as Store
+        else:
+            from sqlspec.adapters.aiosqlite.adk import AiosqliteADKMemoryStore as Store
+        if postgres:  # what its migration runs first: its table has a VECTOR column
+            async with config.provide_connection() as conn:
+                await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        store = Store(config)
+        await store.ensure_tables()
+        memory.service = SQLSpecMemoryService(store)
+        yield memory
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+        await config.close_pool()
+
+
 def contenders(backend: str) -> list[Contender]:
     raw: Contender = RawPostgres() if backend == "postgres" else RawSqlite()
-    return [Core(), AdkClasses(), AdkDatabase(), raw]
+    return [Core(), AdkClasses(), AdkDatabase(), raw, Sqlspec()]

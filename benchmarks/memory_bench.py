@@ -12,15 +12,17 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
 from adk_sqlstore import Event, MemoryEntry, Session, SqlMemoryService
 
+from .contenders import sqlspec_memory
 from .suite import Figure
 
 APP = "bench-memory"
@@ -131,14 +133,18 @@ def _adk_sessions(sessions: list[Session]) -> list[Any]:
     ]
 
 
-async def ingest_throughput(url: str, corpus: Corpus, size: MemorySize) -> dict[str, float]:
-    """events/s for add_session_to_memory: ours and ADK's two local services."""
+async def ingest_throughput(
+    url: str, url_for_scale: Callable[[int], Any], corpus: Corpus, size: MemorySize
+) -> Figure:
+    """events/s for add_session_to_memory: ours, ADK's two local services, and
+    sqlspec's on a fresh database of the run's backend."""
     from google.adk.memory import InMemoryMemoryService
     from google.adk.memory._sqlite_memory_service import SqliteMemoryService
 
+    fig = Figure("ingest", "add_session_to_memory", "events/s", True)
+    result = fig.values
     sessions = _core_sessions(corpus, "ingest", size.ingest_events)
     adk = _adk_sessions(sessions)
-    result = {}
     async with SqlMemoryService.from_url(url, auto_migrate=True) as memory:
         start = time.perf_counter()
         for session in sessions:
@@ -155,7 +161,28 @@ async def ingest_throughput(url: str, corpus: Corpus, size: MemorySize) -> dict[
         for adk_session in adk:
             await sqlite_memory.add_session_to_memory(adk_session)
         result["ADK SqliteMemoryService"] = size.ingest_events / (time.perf_counter() - start)
-    return result
+
+    async def peer() -> float:
+        async with url_for_scale(0) as peer_url, sqlspec_memory(peer_url) as peer_memory:
+            start = time.perf_counter()
+            for adk_session in adk:
+                await peer_memory.service.add_session_to_memory(adk_session)
+            return size.ingest_events / (time.perf_counter() - start)
+
+    value = await _peer([fig], peer())
+    if value is not None:
+        result["sqlspec"] = value
+    return fig
+
+
+async def _peer(figures: list[Figure], job: Awaitable[Any], name: str = "sqlspec") -> Any:
+    """``job``'s result, or None when it raised: then ``name`` failed ``figures``."""
+    try:
+        return await job
+    except Exception as exc:  # a peer failing is a result, not a crash
+        for fig in figures:
+            fig.extra[name] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:80]}"
+        return None
 
 
 async def _load_scale(
@@ -218,18 +245,23 @@ async def _search_latencies(
 
 
 async def run_memory(
-    url_for_scale: Callable[[int], Any], url: str, size: MemorySize, progress: Callable[[str], None]
+    url_for_scale: Callable[[int], Any],
+    url: str,
+    size: MemorySize,
+    progress: Callable[[str], None],
+    notes: list[str] | None = None,
 ) -> list[Figure]:
-    """The memory figures; ``url_for_scale`` gives a fresh database per scale."""
+    """The memory figures; ``url_for_scale`` gives a fresh database per scale (and one
+    for each peer). How many results each store returned goes to ``notes``."""
+    notes = [] if notes is None else notes
     corpus = Corpus()
     figures = []
     progress("memory: ingestion throughput")
-    throughput = await ingest_throughput(url, corpus, size)
-    fig = Figure("ingest", "add_session_to_memory", "events/s", True)
-    fig.values.update(throughput)
-    figures.append(fig)
+    figures.append(await ingest_throughput(url, url_for_scale, corpus, size))
+    fallbacks: list[str] = []
     for users, per_user, heavy in size.scales:
         total = users * per_user + heavy
+        hits: dict[str, list[int]] = {"core": []}
         async with (
             url_for_scale(total) as scale_url,
             SqlMemoryService.from_url(scale_url, auto_migrate=True) as memory,
@@ -243,12 +275,13 @@ async def run_memory(
                 return await memory.search_memory(app_name=APP, user_id=user, query=query)
 
             normal, heavy_times = await _search_latencies(
-                ours, corpus, users, size.queries, heavy > 0
+                _counting(ours, hits["core"]), corpus, users, size.queries, heavy > 0
             )
         p50, p95 = _percentiles(normal)
         label = f"search_memory at {total:,} memories ({users:,} users)"
         fig_p50 = Figure(f"search50_{total}", label + ", p50", "ms", False, {"core": p50})
         fig_p95 = Figure(f"search95_{total}", label + ", p95", "ms", False, {"core": p95})
+        scale_figures = [fig_p50, fig_p95]
         if heavy:
             h50, h95 = _percentiles(heavy_times)
             fig_h = Figure(
@@ -259,18 +292,137 @@ async def run_memory(
                 {"core": h95},
             )
             fig_h.label += f" (p50 {h50:.1f} ms)"
+            scale_figures.append(fig_h)
         if total <= 20_000:  # ADK's services hold all of it in Python or re-read it
             for name, (a50, a95) in (
-                await _adk_search(corpus, users, per_user, size.queries)
+                await _adk_search(corpus, users, per_user, size.queries, hits)
             ).items():
                 fig_p50.values[name] = a50
                 fig_p95.values[name] = a95
-        figures += [fig_p50, fig_p95] + ([fig_h] if heavy else [])
+        progress(f"memory: sqlspec, loading {total:,} memories")
+        hits["sqlspec"] = []
+        latencies = await _peer(
+            scale_figures,
+            _sqlspec_search(
+                url_for_scale, corpus, (users, per_user, heavy), size.queries, hits, fallbacks
+            ),
+        )
+        if latencies is None:
+            del hits["sqlspec"]
+        else:
+            (fig_p50.values["sqlspec"], fig_p95.values["sqlspec"]), heavy_sqlspec = latencies
+            if heavy:
+                fig_h.values["sqlspec"] = heavy_sqlspec[1]
+                fig_h.label += f" (sqlspec p50 {heavy_sqlspec[0]:.1f} ms)"
+        figures += scale_figures
+        notes.append(
+            f"results per search at {total:,} memories (mean over the timed searches of"
+            f" users with {per_user:,} memories): "
+            + ", ".join(f"{name} {statistics.fmean(n):.1f}" for name, n in hits.items() if n)
+        )
+    notes += _sqlspec_memory_notes(url, fallbacks)
     return figures
 
 
+def _counting(search: Callable[[str, str], Any], hits: list[int]) -> Callable[[str, str], Any]:
+    """``search``, keeping the number of memories each call returned in ``hits``."""
+
+    async def counted(user: str, query: str) -> Any:
+        response = await search(user, query)
+        hits.append(len(response.memories))
+        return response
+
+    return counted
+
+
+async def _sqlspec_search(
+    url_for_scale: Callable[[int], Any],
+    corpus: Corpus,
+    scale: tuple[int, int, int],
+    queries: int,
+    hits: dict[str, list[int]],
+    fallbacks: list[str],
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    """sqlspec's memory service on a fresh database of the run's backend, loaded the
+    fastest way its API allows (``add_memory``, a user's memories in one call, the
+    heavy user's 2,000 per call: one executemany on SQLite, one INSERT per row in one
+    transaction on PostgreSQL): (p50, p95) for the users, and for the heavy one."""
+    from google.adk.memory.memory_entry import MemoryEntry as AdkEntry
+    from google.genai import types
+
+    users, per_user, heavy = scale
+
+    def entries(count: int) -> list[Any]:
+        return [
+            AdkEntry(content=types.Content(parts=[types.Part(text=corpus.sentence())]))
+            for _ in range(count)
+        ]
+
+    async with url_for_scale(users * per_user + heavy) as url, sqlspec_memory(url) as peer:
+        service = peer.service
+        for n in range(users):
+            await service.add_memory(app_name=APP, user_id=f"user-{n}", memories=entries(per_user))
+        for start in range(0, heavy, 2_000):
+            await service.add_memory(
+                app_name=APP, user_id="heavy", memories=entries(min(2_000, heavy - start))
+            )
+        await peer.settle()
+        await service.search_memory(app_name=APP, user_id="user-0", query="warm up")
+        peer.warnings.clear()
+
+        async def search(user: str, query: str) -> Any:
+            return await service.search_memory(app_name=APP, user_id=user, query=query)
+
+        normal, heavy_times = await _search_latencies(
+            _counting(search, hits["sqlspec"]), corpus, users, queries, heavy > 0
+        )
+        if peer.warnings:
+            fallbacks.append(
+                f"{len(peer.warnings)} of {queries * (2 if heavy else 1)} searches at"
+                f" {users * per_user + heavy:,} memories: {peer.warnings[0]}"
+            )
+    return _percentiles(normal), (_percentiles(heavy_times) if heavy else (0.0, 0.0))
+
+
+def _sqlspec_memory_notes(url: str, fallbacks: list[str]) -> list[str]:
+    """What sqlspec's memory search does on this backend (read in its source), and
+    the fallbacks its store logged in this run."""
+    if make_url(url).get_backend_name() == "postgresql":
+        return [
+            "sqlspec memory (PostgreSQL, memory_use_fts on): search_memory runs"
+            " (adapters/asyncpg/adk/store.py, AsyncpgADKMemoryStore.search_entries)"
+            " SELECT * FROM adk_memory WHERE app_name AND (user's or app-scoped rows) AND"
+            " to_tsvector('english', content_text) @@ plainto_tsquery('english', query)"
+            " ORDER BY timestamp DESC LIMIT 20: a row must hold every query word that is"
+            " not an English stop word (plainto_tsquery ANDs them), with a GIN index on"
+            " the to_tsvector expression; results are the newest matches, not ranked"
+            " by relevance (no ts_rank). Its table always has an embedding VECTOR(768)"
+            " column and, by default, an HNSW index on it (_memory_table_ddl), so it"
+            " needs pgvector even for text search. add_session_to_memory inserts one"
+            " row per statement (INSERT ... ON CONFLICT (event_id) DO NOTHING) in one"
+            " transaction.",
+        ]
+    notes = [
+        "sqlspec memory (SQLite, memory_use_fts on): search_memory runs"
+        " (adapters/aiosqlite/adk/store.py, AiosqliteADKMemoryStore.search_entries)"
+        " SELECT m.* FROM adk_memory m JOIN adk_memory_fts fts ON m.rowid = fts.rowid"
+        " WHERE app_name AND (user's or app-scoped rows) AND fts.content_text MATCH query"
+        " ORDER BY m.timestamp DESC LIMIT 20, the query passed to FTS5 as it is: a row"
+        " must hold every word, stop words included (FTS5 ANDs bare words), and results"
+        " are the newest matches, not ranked (bm25 is not used). When MATCH raises (in"
+        " FTS5's query syntax a '?', an apostrophe, an unclosed quote, a '-' or a ':' in"
+        " a word raise, tried on SQLite 3.40), it logs a warning and runs"
+        " content_text LIKE '%query%' instead: the whole query as one substring, whose"
+        " plan (EXPLAIN QUERY PLAN, SQLite 3.40) is SCAN adk_memory, every user's rows."
+        " add_session_to_memory is one executemany of INSERT OR IGNORE (FTS5 triggers"
+        " index the text).",
+    ]
+    notes += [f"sqlspec memory fell back from FTS5 to LIKE in this run: {f}" for f in fallbacks]
+    return notes
+
+
 async def _adk_search(
-    corpus: Corpus, users: int, per_user: int, queries: int
+    corpus: Corpus, users: int, per_user: int, queries: int, hits: dict[str, list[int]]
 ) -> dict[str, tuple[float, float]]:
     """ADK's InMemoryMemoryService and SqliteMemoryService on the same data."""
     from google.adk.memory import InMemoryMemoryService
@@ -289,6 +441,9 @@ async def _adk_search(
             async def search(user: str, query: str, service: Any = service) -> Any:
                 return await service.search_memory(app_name=APP, user_id=user, query=query)
 
-            normal, _ = await _search_latencies(search, corpus, users, queries, False)
+            hits[name] = []
+            normal, _ = await _search_latencies(
+                _counting(search, hits[name]), corpus, users, queries, False
+            )
             out[name] = _percentiles(normal)
     return out

@@ -6,6 +6,7 @@ Each figure is measured ``repeat`` times on fresh sessions; the median is report
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import time
 import tracemalloc
@@ -52,12 +53,13 @@ async def _median(repeat: int, once: Callable[[], Awaitable[float]]) -> float:
     return statistics.median([await once() for _ in range(repeat)])
 
 
-async def warm_up(c: Contender) -> None:
+async def warm_up(c: Contender) -> bool:
     """Pools, prepared statements and caches, before anything is timed."""
     session = await c.create(f"warm-{uuid.uuid4().hex[:8]}")
     for n in range(20):
         await c.append(session, c.make_event(n))
     await c.load(session_user(c, session), c.session_id(session), None)
+    return True
 
 
 def session_user(c: Contender, session: Any) -> str:
@@ -125,19 +127,28 @@ async def list_many(c: Contender, size: Size) -> tuple[float, float]:
     peak = 0.0
     for _ in range(max(size.repeat, 3)):
         tracemalloc.start()
-        start = time.perf_counter()
-        count = await c.list(user)
-        times.append((time.perf_counter() - start) * 1000)
-        peak = max(peak, tracemalloc.get_traced_memory()[1] / 2**20)
-        tracemalloc.stop()
+        try:
+            start = time.perf_counter()
+            count = await c.list(user)
+            times.append((time.perf_counter() - start) * 1000)
+            peak = max(peak, tracemalloc.get_traced_memory()[1] / 2**20)
+        finally:
+            tracemalloc.stop()
         assert count == size.sessions, (c.name, count)
     return statistics.median(times), peak
 
 
 async def run_sessions(
-    contenders: list[Contender], url: str, size: Size, progress: Callable[[str], None]
+    contenders: list[Contender],
+    url: str,
+    size: Size,
+    progress: Callable[[str], None],
+    notes: list[str] | None = None,
 ) -> list[Figure]:
-    """Every session figure for every contender."""
+    """Every session figure for every contender; the contenders' notes go to ``notes``.
+
+    A contender that raises fails the figures concerned (the reason is kept), not the run.
+    """
     figures = {
         "append": Figure(
             "append", f"append_event, sequential, {size.appends:,} events", "events/s", True
@@ -159,36 +170,47 @@ async def run_sessions(
         "list_mem": Figure("list_mem", "list_sessions peak memory", "MiB", False),
     }
 
-    async def measure(figure: str, c: Contender, job: Callable[[], Awaitable[Any]]) -> Any:
+    async def measure(keys: tuple[str, ...], c: Contender, job: Awaitable[Any]) -> Any:
+        """``job``'s result, or None when it raised: then ``keys``' figures fail."""
         try:
-            return await job()
+            return await job
         except Exception as exc:  # a contender failing is a result, not a crash
-            reason = str(exc).splitlines()[0][:80]
-            figures[figure].extra[c.name] = f"{type(exc).__name__}: {reason}"
-            progress(f"{c.name}: {figures[figure].label} failed: {reason}")
+            reason = (str(exc).splitlines() or [""])[0][:80]
+            for key in keys:
+                figures[key].extra[c.name] = f"{type(exc).__name__}: {reason}"
+            progress(f"{c.name}: {figures[keys[0]].label} failed: {reason}")
             return None
 
+    loads = (("load", "load", None), ("recent_small", "load", 20), ("recent_big", "big", 20))
     for c in contenders:
-        await c.open(url)
+        if await measure(tuple(figures), c, _opened(c, url)) is None:
+            with contextlib.suppress(Exception):  # what it opened before it failed
+                await c.close()
+            continue
         try:
             progress(f"{c.name}: appends")
-            await warm_up(c)
-            for key, job in (("append", append_sequential), ("concurrent", append_concurrent)):
-                value = await measure(key, c, lambda job=job, c=c: job(c, size))
+            if await measure(("append", "concurrent"), c, warm_up(c)) is not None:
+                for key, job in (("append", append_sequential), ("concurrent", append_concurrent)):
+                    value = await measure((key,), c, job(c, size))
+                    if value is not None:
+                        figures[key].values[c.name] = value
+            progress(f"{c.name}: loads (writing a {size.big:,}-event session)")
+            made = await measure(tuple(key for key, _, _ in loads), c, sessions_to_load(c, size))
+            for key, name, recent in loads if made is not None else ():
+                value = await measure((key,), c, _timed_load(c, *made[name], recent, size.repeat))
                 if value is not None:
                     figures[key].values[c.name] = value
-            progress(f"{c.name}: loads (writing a {size.big:,}-event session)")
-            made = await sessions_to_load(c, size)
-            for key, name, recent in (
-                ("load", "load", None),
-                ("recent_small", "load", 20),
-                ("recent_big", "big", 20),
-            ):
-                figures[key].values[c.name] = await _timed_load(c, *made[name], recent, size.repeat)
             progress(f"{c.name}: listing {size.sessions:,} sessions")
-            listed = await measure("list", c, lambda c=c: list_many(c, size))
+            listed = await measure(("list", "list_mem"), c, list_many(c, size))
             if listed is not None:
                 figures["list"].values[c.name], figures["list_mem"].values[c.name] = listed
         finally:
             await c.close()
+        if notes is not None:
+            notes += c.notes
     return list(figures.values())
+
+
+async def _opened(c: Contender, url: str) -> bool:
+    await c.open(url)
+    return True
