@@ -269,6 +269,18 @@ async def test_add_memory_stores_facts_searched_like_events(layer: Layer) -> Non
     assert "User switched to pescatarian" not in texts(await search(memory, "switched"))
 
 
+async def test_one_id_twice_in_one_call_keeps_the_last(layer: Layer) -> None:
+    await layer.memory.add_memory(
+        app_name=APP,
+        user_id="u1",
+        memories=[
+            layer.memory_entry(id="fact-1", content={"parts": [{"text": "User lives in Lyon"}]}),
+            layer.memory_entry(id="fact-1", content={"parts": [{"text": "User lives in Nantes"}]}),
+        ],
+    )
+    assert texts(await search(layer.memory, "where does the user live")) == ["User lives in Nantes"]
+
+
 async def test_search_results_have_the_documented_shape(layer: Layer) -> None:
     memory = layer.memory
     s = await session_with(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import and_, bindparam, delete, func, or_, select, tuple_, update
+from sqlalchemy import and_, bindparam, delete, func, or_, select, text, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..schema import memories, memory_ingestions, sessions
@@ -53,6 +53,21 @@ _MEMORY_COMPARED = (
     "analysis",
 )
 
+_MEMORY_COLUMNS = ("app_name", "user_id", "id", *_MEMORY_UPDATABLE)
+_PG_TYPES = {
+    "timestamp": "DOUBLE PRECISION",
+    "update_time": "DOUBLE PRECISION",
+    "token_count": "INTEGER",
+}
+_PG_UPSERT = text(
+    f"INSERT INTO {memories.name} AS m ({', '.join(_MEMORY_COLUMNS)}) SELECT * FROM unnest("
+    + ", ".join(f"CAST(:{c} AS {_PG_TYPES.get(c, 'TEXT')}[])" for c in _MEMORY_COLUMNS)
+    + ") ON CONFLICT (app_name, user_id, id) DO UPDATE SET "
+    + ", ".join(f"{c} = EXCLUDED.{c}" for c in _MEMORY_UPDATABLE)
+    + " WHERE "
+    + " OR ".join(f"m.{c} IS DISTINCT FROM EXCLUDED.{c}" for c in _MEMORY_COMPARED)
+)
+
 
 async def memory_ids_of_session(
     conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str
@@ -87,8 +102,20 @@ async def delete_memories_by_pk(
 
 async def upsert_memories(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> None:
     """Insert memories, or update those whose ``(app_name, user_id, id)`` exists and
-    whose content changed (unchanged rows are not rewritten, nor re-indexed)."""
+    whose content changed (unchanged rows are not rewritten, nor re-indexed); of rows
+    with the same key, the last wins.
+
+    PostgreSQL takes each chunk as one statement over arrays (``unnest``): its
+    statistics trigger then runs once per chunk, not once per row (once per row, each
+    run updated the user's statistics row again in the same transaction, and every
+    update walked all the row's earlier versions: a 100,000-event session took 16x the
+    time of 20,000)."""
     if not rows:
+        return
+    if conn.dialect.name == "postgresql":
+        latest = {(r["app_name"], r["user_id"], r["id"]): r for r in rows}
+        for chunk in chunks(list(latest.values())):
+            await conn.execute(_PG_UPSERT, {c: [r[c] for r in chunk] for c in _MEMORY_COLUMNS})
         return
     stmt = upsert(
         conn.dialect,
