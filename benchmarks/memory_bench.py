@@ -54,14 +54,23 @@ _STOP = ["what", "did", "i", "the", "a", "to", "about", "my", "is", "do", "when"
 @dataclass(frozen=True)
 class MemorySize:
     ingest_events: int
+    long_sessions: tuple[int, ...]  # one session of each length, ingested whole
     scales: tuple[tuple[int, int, int], ...]  # (users, memories per user, heavy user's)
     queries: int
 
 
 MEMORY_SIZES = {
-    "small": MemorySize(ingest_events=500, scales=((100, 10, 0), (100, 90, 1_000)), queries=40),
+    "small": MemorySize(
+        ingest_events=500,
+        long_sessions=(1_000, 5_000),
+        scales=((100, 10, 0), (100, 90, 1_000)),
+        queries=40,
+    ),
     "full": MemorySize(
-        ingest_events=10_000, scales=((1_000, 10, 0), (1_000, 900, 100_000)), queries=200
+        ingest_events=10_000,
+        long_sessions=(20_000, 100_000),
+        scales=((1_000, 10, 0), (1_000, 900, 100_000)),
+        queries=200,
     ),
 }
 
@@ -103,16 +112,16 @@ def _percentiles(values: list[float]) -> tuple[float, float]:
     return q[49], q[94]
 
 
-def _core_sessions(corpus: Corpus, user: str, events: int) -> list[Session]:
+def _core_sessions(corpus: Corpus, user: str, events: int, per_session: int = 50) -> list[Session]:
     sessions = []
-    for start in range(0, events, 50):
+    for start in range(0, events, per_session):
         evs = [
             Event(
                 author="user" if n % 2 else "assistant",
                 timestamp=1.7e9 + n,
                 content={"role": "user", "parts": [{"text": corpus.sentence()}]},
             )
-            for n in range(start, min(start + 50, events))
+            for n in range(start, min(start + per_session, events))
         ]
         sessions.append(Session(id=str(uuid.uuid4()), app_name=APP, user_id=user, events=evs))
     return sessions
@@ -244,6 +253,22 @@ async def _search_latencies(
     return normal, heavy_times
 
 
+async def long_session(url_for_scale: Callable[[int], Any], corpus: Corpus, events: int) -> Figure:
+    """events/s for add_session_to_memory of one session of ``events`` events (on a
+    fresh database): the rate stays the same whatever the length when ingestion is
+    linear."""
+    (session,) = _core_sessions(corpus, "long", events, per_session=events)
+    async with (
+        url_for_scale(events) as fresh,
+        SqlMemoryService.from_url(fresh, auto_migrate=True) as memory,
+    ):
+        start = time.perf_counter()
+        await memory.add_session_to_memory(session)
+        rate = events / (time.perf_counter() - start)
+    label = f"add_session_to_memory, one {events:,}-event session"
+    return Figure(f"ingest_long_{events}", label, "events/s", True, {"core": rate})
+
+
 async def run_memory(
     url_for_scale: Callable[[int], Any],
     url: str,
@@ -258,6 +283,9 @@ async def run_memory(
     figures = []
     progress("memory: ingestion throughput")
     figures.append(await ingest_throughput(url, url_for_scale, corpus, size))
+    for events in size.long_sessions:
+        progress(f"memory: one {events:,}-event session")
+        figures.append(await long_session(url_for_scale, corpus, events))
     fallbacks: list[str] = []
     for users, per_user, heavy in size.scales:
         total = users * per_user + heavy

@@ -25,14 +25,24 @@ class Size:
     per_task: int
     load: int  # figure 3: events in the session loaded whole
     big: int  # figure 4: the long session for num_recent_events
+    huge: int  # figure 3b: a long session loaded whole
     sessions: int  # figure 5: sessions of one user
     repeat: int
 
 
 SIZES = {
-    "small": Size(appends=100, tasks=20, per_task=5, load=200, big=2_000, sessions=200, repeat=1),
+    "small": Size(
+        appends=100, tasks=20, per_task=5, load=200, big=2_000, huge=2_000, sessions=200, repeat=1
+    ),
     "full": Size(
-        appends=2_000, tasks=20, per_task=100, load=2_000, big=100_000, sessions=10_000, repeat=3
+        appends=2_000,
+        tasks=20,
+        per_task=100,
+        load=2_000,
+        big=100_000,
+        huge=50_000,
+        sessions=10_000,
+        repeat=3,
     ),
 }
 
@@ -111,7 +121,7 @@ async def _timed_load(
 async def sessions_to_load(c: Contender, size: Size) -> dict[str, tuple[str, str]]:
     """The sessions figures 3 and 4 read: (user, session id) by name."""
     made = {}
-    for name, count in (("load", size.load), ("big", size.big)):
+    for name, count in (("load", size.load), ("big", size.big), ("huge", size.huge)):
         user = f"{name}-{uuid.uuid4().hex[:8]}"
         made[name] = (user, await c.bulk(user, count))
     return made
@@ -160,6 +170,7 @@ async def run_sessions(
             True,
         ),
         "load": Figure("load", f"get_session, {size.load:,} events", "ms", False),
+        "load_huge": Figure("load_huge", f"get_session, {size.huge:,} events", "ms", False),
         "recent_small": Figure(
             "recent_small", f"num_recent_events=20, {size.load:,}-event session", "ms", False
         ),
@@ -181,7 +192,12 @@ async def run_sessions(
             progress(f"{c.name}: {figures[keys[0]].label} failed: {reason}")
             return None
 
-    loads = (("load", "load", None), ("recent_small", "load", 20), ("recent_big", "big", 20))
+    loads = (
+        ("load", "load", None),
+        ("load_huge", "huge", None),
+        ("recent_small", "load", 20),
+        ("recent_big", "big", 20),
+    )
     for c in contenders:
         if await measure(tuple(figures), c, _opened(c, url)) is None:
             with contextlib.suppress(Exception):  # what it opened before it failed
@@ -197,7 +213,8 @@ async def run_sessions(
             progress(f"{c.name}: loads (writing a {size.big:,}-event session)")
             made = await measure(tuple(key for key, _, _ in loads), c, sessions_to_load(c, size))
             for key, name, recent in loads if made is not None else ():
-                value = await measure((key,), c, _timed_load(c, *made[name], recent, size.repeat))
+                repeat = 1 if key == "load_huge" else size.repeat
+                value = await measure((key,), c, _timed_load(c, *made[name], recent, repeat))
                 if value is not None:
                     figures[key].values[c.name] = value
             progress(f"{c.name}: listing {size.sessions:,} sessions")
