@@ -4,8 +4,11 @@ else the same batch through SQLAlchemy's adapter, with the same results and erro
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,3 +99,35 @@ async def test_without_the_queue_the_batches_give_the_same_results(
     assert adapted == queued
     assert queued["state"] == {"n": 2, "user:n": 2, "app:n": 2}
     assert queued["revision"] == 3 and queued["found"] == 3 and queued["gone"] is None
+
+
+async def test_the_held_connection_serves_appends_and_goes_back_at_close(sqlite_url: str) -> None:
+    # Sequential appends reuse one connection kept checked out (no pool round trip);
+    # concurrent ones take pooled connections meanwhile; closing the store returns it,
+    # so no aiosqlite thread outlives the service.
+    before = {t.ident for t in threading.enumerate()}
+    async with SqlSessionService.from_url(sqlite_url) as service:
+        sessions = [await service.create_session(app_name="app", user_id="u") for _ in range(5)]
+        for n in range(10):
+            await service.append_event(sessions[0], Event(author="user", invocation_id=f"i{n}"))
+
+        async def appends(session: Any) -> None:
+            for n in range(10):
+                await service.append_event(session, Event(author="user", invocation_id=f"c{n}"))
+
+        await asyncio.gather(*(appends(s) for s in sessions[1:]))
+        for session in sessions:
+            got = await service.get_session(app_name="app", user_id="u", session_id=session.id)
+            assert got is not None and got.events == session.events
+            assert len(got.events) == 10
+        # A failed append (another writer's stale object) leaves the next ones working.
+        stale = (await service.list_sessions(app_name="app", user_id="u")).sessions[0]
+        stale.revision = 0
+        with pytest.raises(StaleSessionError):
+            await service.append_event(stale, Event(author="user"))
+        await service.append_event(sessions[0], Event(author="user"))
+    for _ in range(50):
+        if {t.ident for t in threading.enumerate()} <= before:
+            break
+        await asyncio.sleep(0.02)
+    assert {t.ident for t in threading.enumerate()} <= before

@@ -36,6 +36,7 @@ from .settings import (
     convert_settings,
 )
 from .sql.connection import BEGIN_READ, BEGIN_WRITE, sqlite_pragmas
+from .sql.held import HeldConnection
 from .urls import normalize_url, redact_url, split_settings
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "engine_views",
     "given_url",
     "postgres_options",
+    "release_held",
 ]
 
 WRITE_OPTION = "adk_sqlstore_write"
@@ -333,6 +335,7 @@ def _close_when_loop_ends(
             yield
         finally:
             # Closed first, released after: until then other loops keep off this pool.
+            await release_held(engine)
             await engine.dispose()
             with state.lock:
                 state.closers.pop(loop, None)
@@ -394,6 +397,7 @@ async def dispose_engine(engine: AsyncEngine) -> None:
     instead (its connections cannot be closed from here)."""
     state: _Loops | None = engine.sync_engine.__dict__.get(_LOOPS)
     current = engine_for_loop(engine)
+    await release_held(current)
     for twin in list(state.twins.values()) if state else []:
         if twin is current:
             await twin.dispose()
@@ -426,6 +430,15 @@ class EngineViews:
     read: AsyncEngine
     autocommit: AsyncEngine
     autocommit_begins: bool
+    held: HeldConnection | None = None
+
+
+async def release_held(engine: AsyncEngine) -> None:
+    """Return the held SQLite connection (:class:`~adk_sqlstore.sql.held.HeldConnection`)
+    of ``engine`` itself (not of a twin: see :func:`engine_for_loop`) to its pool."""
+    views: EngineViews | None = engine.sync_engine.__dict__.get(_VIEWS)
+    if views is not None and views.held is not None:
+        await views.held.release()
 
 
 def engine_views(engine: AsyncEngine) -> EngineViews:
@@ -437,7 +450,11 @@ def engine_views(engine: AsyncEngine) -> EngineViews:
         write = current.execution_options(**{WRITE_OPTION: True})
         if current.dialect.name != "postgresql":
             views = EngineViews(
-                write=write, read=current, autocommit=current, autocommit_begins=False
+                write=write,
+                read=current,
+                autocommit=current,
+                autocommit_begins=False,
+                held=HeldConnection(current),
             )
         elif current.sync_engine.__dict__.get(_PGBOUNCER, False):
             read = current.execution_options(

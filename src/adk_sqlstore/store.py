@@ -31,7 +31,14 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .embeddings.registry import embedder_named
-from .engine import configure_engine, create_engine, dispose_engine, engine_for_loop, given_url
+from .engine import (
+    configure_engine,
+    create_engine,
+    dispose_engine,
+    engine_for_loop,
+    given_url,
+    release_held,
+)
 from .engine import engine_views as _views
 from .errors import (
     AdkSqlStoreError,
@@ -244,6 +251,7 @@ class Store(ClosedOnExit):
         if self._wal_purge_pending:
             with contextlib.suppress(DatabaseUnavailableError):
                 await self._retry_wal_purge()
+        await release_held(engine_for_loop(self._engine))
         if self._owns_engine:
             await dispose_engine(self._engine)
 
@@ -321,6 +329,11 @@ class Store(ClosedOnExit):
         views = _views(self._engine)
         engine = views.autocommit
         with self.errors(on_duplicate=on_duplicate):
+            if views.held is not None:
+                async with views.held.use() as held:
+                    if held is not None:
+                        yield held
+                        return
             async with engine.begin() if views.autocommit_begins else engine.connect() as conn:
                 yield conn
 

@@ -53,20 +53,22 @@ _MEMORY_COMPARED = (
     "analysis",
 )
 
-_MEMORY_COLUMNS = ("app_name", "user_id", "id", *_MEMORY_UPDATABLE)
 _PG_TYPES = {
     "timestamp": "DOUBLE PRECISION",
     "update_time": "DOUBLE PRECISION",
     "token_count": "INTEGER",
 }
 _PG_UPSERT = text(
-    f"INSERT INTO {memories.name} AS m ({', '.join(_MEMORY_COLUMNS)}) SELECT * FROM unnest("
-    + ", ".join(f"CAST(:{c} AS {_PG_TYPES.get(c, 'TEXT')}[])" for c in _MEMORY_COLUMNS)
+    f"INSERT INTO {memories.name} (app_name, user_id, id, {', '.join(_MEMORY_UPDATABLE)})"
+    " SELECT CAST(:app_name AS TEXT), CAST(:user_id AS TEXT), * FROM unnest("
+    + ", ".join(f"CAST(:{c} AS {_PG_TYPES.get(c, 'TEXT')}[])" for c in ("id", *_MEMORY_UPDATABLE))
     + ") ON CONFLICT (app_name, user_id, id) DO UPDATE SET "
     + ", ".join(f"{c} = EXCLUDED.{c}" for c in _MEMORY_UPDATABLE)
     + " WHERE "
-    + " OR ".join(f"m.{c} IS DISTINCT FROM EXCLUDED.{c}" for c in _MEMORY_COMPARED)
+    + " OR ".join(f"{memories.name}.{c} IS DISTINCT FROM EXCLUDED.{c}" for c in _MEMORY_COMPARED)
 )
+"""One user's memories as arrays, one per column (the user's ``:app_name`` and
+``:user_id`` bound once: the statement names its one user)."""
 
 
 async def memory_ids_of_session(
@@ -113,9 +115,15 @@ async def upsert_memories(conn: AsyncConnection, rows: Sequence[dict[str, Any]])
     if not rows:
         return
     if conn.dialect.name == "postgresql":
-        latest = {(r["app_name"], r["user_id"], r["id"]): r for r in rows}
-        for chunk in chunks(list(latest.values())):
-            await conn.execute(_PG_UPSERT, {c: [r[c] for r in chunk] for c in _MEMORY_COLUMNS})
+        by_user: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        for row in rows:
+            by_user.setdefault((row["app_name"], row["user_id"]), {})[row["id"]] = row
+        for (app_name, user_id), latest in by_user.items():
+            for chunk in chunks(list(latest.values())):
+                columns = {c: [r[c] for r in chunk] for c in ("id", *_MEMORY_UPDATABLE)}
+                await conn.execute(
+                    _PG_UPSERT, {"app_name": app_name, "user_id": user_id, **columns}
+                )
         return
     stmt = upsert(
         conn.dialect,
