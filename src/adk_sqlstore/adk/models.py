@@ -12,7 +12,7 @@ from typing import Any
 from .. import errors
 from ..models import MemoryEntry
 from ..sessions.builders import ManyModels
-from ..sessions.codec import EventListReader, SessionModels, Token
+from ..sessions.codec import EventListReader, SessionModels, Token, listed_fields
 from ..sql.sessions import SessionRow
 from ._google import (
     AdkAlreadyExistsError,
@@ -72,17 +72,7 @@ class AdkModels(SessionModels[AdkSession, AdkEvent, PagedListSessionsResponse]):
         self, rows: list[SessionRow], states: list[dict[str, Any]]
     ) -> list[AdkSession]:
         return _many_sessions().build(
-            [
-                {
-                    "id": row.id,
-                    "app_name": row.app_name,
-                    "user_id": row.user_id,
-                    "state": state,
-                    "events": [],
-                    "last_update_time": row.update_time,
-                }
-                for row, state in zip(rows, states, strict=True)
-            ],
+            [listed_fields(row, state) for row, state in zip(rows, states, strict=True)],
             [
                 {"_storage_update_marker": _marker(Token(row.revision, row.incarnation))}
                 for row in rows

@@ -57,6 +57,7 @@ __all__ = [
     "Token",
     "decode_page_token",
     "encode_page_token",
+    "listed_fields",
     "parse_config",
 ]
 
@@ -164,15 +165,7 @@ class CoreModels(SessionModels[Session, Event, ListSessionsResponse]):
     def build_sessions(self, rows: list[SessionRow], states: list[dict[str, Any]]) -> list[Session]:
         return _MANY_SESSIONS.build(
             [
-                {
-                    "id": row.id,
-                    "app_name": row.app_name,
-                    "user_id": row.user_id,
-                    "state": state,
-                    "events": [],
-                    "last_update_time": row.update_time,
-                    "revision": row.revision,
-                }
+                {**listed_fields(row, state), "revision": row.revision}
                 for row, state in zip(rows, states, strict=True)
             ],
             [{"_incarnation": row.incarnation} for row in rows],
@@ -198,6 +191,18 @@ class CoreModels(SessionModels[Session, Event, ListSessionsResponse]):
         session.state.update(delta)
         session.events.append(event)
         session.last_update_time = event.timestamp
+
+
+def listed_fields(row: SessionRow, state: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a listed session (no events) that every session model has."""
+    return {
+        "id": row.id,
+        "app_name": row.app_name,
+        "user_id": row.user_id,
+        "state": state,
+        "events": [],
+        "last_update_time": row.update_time,
+    }
 
 
 _EVENT_LIST = TypeAdapter(list[Event])

@@ -99,42 +99,32 @@ async def list_page(
     them, or a page of ``limit`` with the token of the next (inside the caller's read
     transaction: one snapshot)."""
     with gc_paused():  # thousands of objects, all kept
-        return await _list_page(
-            conn, models, app_name=app_name, user_id=user_id, limit=limit, after=after
+        rows, session_states = await sql.list_sessions(
+            conn,
+            app_name=app_name,
+            user_id=user_id,
+            after=after,
+            limit=None if limit is None else limit + 1,
         )
-
-
-async def _list_page(
-    conn: AsyncConnection,
-    models: SessionModels[SessionT, EventT, ListT],
-    *,
-    app_name: str,
-    user_id: str | None,
-    limit: int | None,
-    after: tuple[float, str, str] | None,
-) -> ListT:
-    rows, session_states = await sql.list_sessions(
-        conn,
-        app_name=app_name,
-        user_id=user_id,
-        after=after,
-        limit=None if limit is None else limit + 1,
-    )
-    more = limit is not None and len(rows) > limit
-    rows = rows[:limit]
-    app = await sql.load_app_state(conn, app_name=app_name)
-    # One page of every user's sessions: the state of those users only.
-    wanted = None if user_id is not None or limit is None else {r.user_id for r in rows}
-    users = await sql.load_user_states(conn, app_name=app_name, user_id=user_id, user_ids=wanted)
-    # Each session its own state dict: the models keep the dict they are given.
-    if app or users:
-        states = [
-            merge_state(app, users.get(r.user_id, {}), session_states.get((r.user_id, r.id), {}))
-            for r in rows
-        ]
-    else:
-        states = [session_states.get((r.user_id, r.id)) or {} for r in rows]
-    sessions = models.build_sessions(rows, states)
-    last = rows[-1] if more else None
-    token = encode_page_token(last.update_time, last.user_id, last.id) if last else None
-    return models.list_response(sessions, token)
+        more = limit is not None and len(rows) > limit
+        rows = rows[:limit]
+        app = await sql.load_app_state(conn, app_name=app_name)
+        # One page of every user's sessions: the state of those users only.
+        wanted = None if user_id is not None or limit is None else {r.user_id for r in rows}
+        users = await sql.load_user_states(
+            conn, app_name=app_name, user_id=user_id, user_ids=wanted
+        )
+        # Each session its own state dict: the models keep the dict they are given.
+        if app or users:
+            states = [
+                merge_state(
+                    app, users.get(r.user_id, {}), session_states.get((r.user_id, r.id), {})
+                )
+                for r in rows
+            ]
+        else:
+            states = [session_states.get((r.user_id, r.id)) or {} for r in rows]
+        sessions = models.build_sessions(rows, states)
+        last = rows[-1] if more else None
+        token = encode_page_token(last.update_time, last.user_id, last.id) if last else None
+        return models.list_response(sessions, token)
