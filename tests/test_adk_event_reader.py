@@ -199,7 +199,9 @@ def test_the_generated_events_reach_the_deep_fields() -> None:
     # The strategy above is only worth its name if it fills nested GenAI types.
     seen: set[str] = set()
 
-    @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=200, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
+    )
     @given(event=generated_events)
     def collect(event: Event) -> None:
         dumped = event.model_dump(exclude_none=True)
@@ -235,7 +237,9 @@ def test_json_with_a_convenience_key_is_read_by_adks_own_validator(
 async def test_generated_events_round_trip_through_the_adk_classes(db_url: str) -> None:
     examples: list[list[Event]] = []
 
-    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
+    )
     @given(events=st.lists(generated_events, min_size=1, max_size=5))
     def collect(events: list[Event]) -> None:
         examples.append(events)
