@@ -466,23 +466,25 @@ async def test_a_big_users_top_k_is_the_exact_bm25_top_k(memory: SqlMemoryServic
 @pytest.mark.postgres
 @pytest.mark.soak
 async def test_postgres_search_uses_the_gin_index(postgres_url: str) -> None:
-    """On a table big enough that the planner prefers it, the tsvector match and the
-    (app_name, user_id) filter are one GIN index scan: the user's postings only."""
+    """On a table big enough that the planner prefers it, a search's read is one GIN
+    index scan holding the (app_name, user_id) filter and the tsquery: the user's
+    postings only."""
     from adk_sqlstore.search.lexical import BM25_B, BM25_K1, SCORE_SCALE
-    from adk_sqlstore.search.text import search_scope
-    from adk_sqlstore.sql.search import PG_CANDIDATES, pg_best
+    from adk_sqlstore.search.text import classed, search_scope
+    from adk_sqlstore.sql.search import pg_wave, tsquery_of
 
     rng = random.Random(7)
     words = [f"w{n:04d}x" for n in range(3000)]
     params = {
         "app_name": APP,
         "user_id": "heavy",
-        "all_terms": ["'w0042x'"],
-        "idfs": [3.0],
-        "wanted": "'w0042x'",
+        "search_scope": search_scope(APP, "heavy"),
+        "wanted_0": tsquery_of([[classed("w0042x", 8)]]),
+        "wanted_1": tsquery_of([[classed("w0042x", 8)]]),
+        "t0": " w0042x ",
+        "w0": 3.0,
         "avgdl": 8.0,
         "limit": 10,
-        "search_scope": search_scope(APP, "heavy"),
         "k1": BM25_K1,
         "b": BM25_B,
         "scale": SCORE_SCALE,
@@ -502,7 +504,7 @@ async def test_postgres_search_uses_the_gin_index(postgres_url: str) -> None:
         async with memory.engine.connect() as conn:
             await conn.execute(text("ANALYZE sqlstore_memories"))
             await conn.commit()
-            for statement in (PG_CANDIDATES.text, pg_best(excluding_seen=False).text):
+            for statement in (pg_wave([()], 1).text, pg_wave([(), ()], 1).text):
                 result = await conn.execute(text("EXPLAIN " + statement), params)
                 plans.append("\n".join(row[0] for row in result.all()))
         found = await memory.search_memory(app_name=APP, user_id="heavy", query="which w0042x?")

@@ -26,6 +26,7 @@ USER_TABLES = (
     "sqlstore_user_state",
     "sqlstore_memories",
     "sqlstore_memory_stats",
+    "sqlstore_memory_terms",
     "sqlstore_memory_ingestions",
     "sqlstore_memory_embeddings",
 )
@@ -157,6 +158,7 @@ def _citus_trigger_sql() -> str:
 
 
 async def _stats_and_truth(engine: Any) -> tuple[list[Any], list[Any]]:
+    """The per-user statistics as kept, and as counted from the memories."""
     async with engine.connect() as conn:
         stats = (
             await conn.execute(
@@ -177,6 +179,23 @@ async def _stats_and_truth(engine: Any) -> tuple[list[Any], list[Any]]:
     return [tuple(r) for r in stats], [tuple(r) for r in truth]
 
 
+async def _terms_and_truth(engine: Any) -> tuple[list[Any], list[Any]]:
+    """The per-user term counts as kept, and as counted from the memories."""
+    async with engine.connect() as conn:
+        kept = await conn.execute(
+            text("SELECT app_name, user_id, term, df FROM sqlstore_memory_terms ORDER BY 1, 2, 3")
+        )
+        counted = await conn.execute(
+            text(
+                "SELECT app_name, user_id, term, count(*) FROM sqlstore_memories,"
+                " unnest(string_to_array(terms, ' ')"
+                " || ('~' || sqlstore_length_class(token_count))) AS term"
+                " GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
+            )
+        )
+        return [tuple(r) for r in kept.all()], [tuple(r) for r in counted.all()]
+
+
 @pytest.mark.postgres
 async def test_the_citus_row_triggers_keep_the_search_statistics_exact(
     postgres_factory: PostgresFactory,
@@ -194,7 +213,10 @@ async def test_the_citus_row_triggers_keep_the_search_statistics_exact(
                     )
                 )
             ).scalars()
-            assert list(triggers) == ["sqlstore_memories_counted_row"]
+            assert sorted(triggers) == [
+                "sqlstore_memories_counted_row",
+                "sqlstore_memories_terms_counted_row",
+            ]
         memory = SqlMemoryService(sessions.engine)
         for user in ("u1", "u2"):
             key: dict[str, Any] = {"app_name": "stats", "user_id": user}
@@ -213,9 +235,13 @@ async def test_the_citus_row_triggers_keep_the_search_statistics_exact(
             )
         stats, truth = await _stats_and_truth(sessions.engine)
         assert stats == truth and len(truth) == 2
+        terms, counted = await _terms_and_truth(sessions.engine)
+        assert terms == counted and ("stats", "u1", "badminton", 4) in terms
         await memory.delete_memories(app_name="stats", user_id="u1", session_id="s")
         await sessions.forget_user(app_name="stats", user_id="u2")
         stats, truth = await _stats_and_truth(sessions.engine)
         assert stats == truth == [("stats", "u1", 2, 2)]
+        terms, counted = await _terms_and_truth(sessions.engine)
+        assert terms == counted and {t for _, _, t, _ in terms} == {"tea", "jazz", "~1"}
         found = await memory.search_memory(app_name="stats", user_id="u1", query="jazz")
         assert len(found.memories) == 1

@@ -42,6 +42,7 @@ __all__ = [
     "memory_embeddings",
     "memory_ingestions",
     "memory_stats",
+    "memory_terms",
     "metadata",
     "session_state",
     "sessions",
@@ -187,6 +188,20 @@ memory_stats = Table(
     PrimaryKeyConstraint("app_name", "user_id"),
 )
 
+# Per user and term: how many of the user's memories hold the term (BM25's document
+# frequency), and per length class "~L" how many memories are in it. Kept by triggers;
+# a term's row goes when no memory holds it any more.
+memory_terms = Table(
+    "sqlstore_memory_terms",
+    metadata,
+    Column("app_name", Text, nullable=False),
+    Column("user_id", Text, nullable=False),
+    Column("term", Text, nullable=False),
+    Column("df", BigInteger, nullable=False),
+    PrimaryKeyConstraint("app_name", "user_id", "term"),
+    sqlite_with_rowid=False,
+)
+
 # One embedding per memory (hybrid search): the embedder's model and dimensions, the
 # SHA-256 of what was embedded (the memory is embedded again when it changes), and the
 # vector: little-endian float32 (SQLite BLOB; PostgreSQL pgvector's ``vector`` where
@@ -242,11 +257,12 @@ SEARCH_OBJECTS: dict[str, dict[str, set[Any]]] = {
     },
 }
 """Full-text search objects each dialect's migration adds beyond the tables above:
-PostgreSQL a ``tsvector`` column ``search_vector`` generated from ``terms``
-(``array_to_tsvector``) in a GIN index with ``search_scope`` (btree_gin, where it can
-be created); SQLite an external-content FTS5 table over ``terms`` (split at spaces
-only) kept in sync by triggers. They are not declared in ``metadata`` because they
-exist on one dialect only."""
+PostgreSQL a ``tsvector`` column ``search_vector`` generated from ``terms`` and
+``token_count`` (each term with its memory's length class, ``term~L``, and the user's
+scope token; ``array_to_tsvector``) in a GIN index with ``search_scope`` (btree_gin,
+where it can be created); SQLite a contentless FTS5 table of the scope token and the
+classed terms (split at spaces only), kept in sync by triggers (migration 0006). They
+are not declared in ``metadata`` because they exist on one dialect only."""
 
 TABLE_PREFIX = "sqlstore_"
 """Every table of this library starts with it: a database may hold others' tables too

@@ -3,7 +3,9 @@ SQLite FTS5, with index and query terms from one text analysis.
 
 - :mod:`.analysis`: the text-analysis pipeline (terms of a memory and of a query);
 - :mod:`.text`: what an event says, the indexed form, the user's scope token;
-- :mod:`.lexical`: the BM25 ranker (MaxScore reads), the same on every backend;
+- :mod:`.lexical`: BM25, and the reads every backend shares;
+- :mod:`.planner`: the exact top k in few reads (a branch and bound over the terms a
+  memory holds), the same on every backend;
 - :mod:`.hybrid`: BM25 fused with vector similarity, when an embedder is configured;
 - :mod:`.postgres`, :mod:`.sqlite`: each backend's reads (their SQL is in
   :mod:`adk_sqlstore.sql.search`).
@@ -11,21 +13,24 @@ SQLite FTS5, with index and query terms from one text analysis.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .analysis import DEFAULT_LANGUAGE, analyzer
-from .hybrid import (
-    Fused,
-    VectorQuery,
-    candidate_df_limit,
-    candidate_terms,
-    fuse,
-    vector_scores,
+from .hybrid import Fused, VectorQuery, candidate_terms, fuse, vector_scores
+from .lexical import (
+    MAX_SEARCH_RESULTS,
+    TERMS_LOOKED_UP,
+    Read,
+    ReadRow,
+    Scored,
+    UserMemories,
+    weigh,
 )
-from .lexical import MAX_SEARCH_RESULTS, TERMS_LOOKED_UP, Scored, UserMemories, weigh
+from .planner import rank
 from .postgres import PostgresSearch
 from .sqlite import SqliteSearch
 from .text import MAX_QUERY_CHARS, valid_unicode
@@ -95,18 +100,19 @@ async def _lexical(
         if conn.dialect.name == "postgresql"
         else SqliteSearch(conn, app_name, user_id, query_terms)
     )
-    if hybrid:
-        search.df_limit = candidate_df_limit
-    found = await search.terms()
-    if found is None:
+    stats = await search.terms()
+    if stats is None:
         return []
-    terms, n, avgdl = found
-    terms = weigh(terms, n)
+    terms = weigh(stats.terms, stats.n)
     if hybrid:
-        terms = candidate_terms(terms, n)
+        terms = candidate_terms(terms, stats.n)
     if not terms:
         return []
-    return await search.rank(terms, avgdl, limit)
+
+    async def read(reads: Sequence[Read], wanted: int) -> list[ReadRow]:
+        return await search.read(terms, stats.avgdl, reads, wanted)
+
+    return await rank(terms, stats.n, stats.avgdl, stats.class_sizes, limit, read)
 
 
 async def _rows(

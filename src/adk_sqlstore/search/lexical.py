@@ -7,31 +7,25 @@ over the user's own memories only::
     score(d) = sum over query terms t in d of  idf(t) * (k1 + 1) / (1 + k1 * norm(d))
     idf(t) = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5)),  norm(d) = 1 - b + b * dl(d) / avgdl
 
-N and avgdl come from ``sqlstore_memory_stats``; df(t) is counted among the user's
-memories by each backend (:mod:`.postgres`, :mod:`.sqlite`). Terms come from
-:mod:`.analysis` on both backends, for the index and the query alike, and dl is the
-number of a memory's distinct terms, so both backends score alike.
-
-Any term may match. To keep a user with 100,000 memories fast, candidates can be read
-MaxScore-style (Turtle & Flood, "Query evaluation: strategies and optimizations",
-1995; :meth:`UserMemories.rank`): first the memories holding the rarest terms, scored
-exactly on every term; more terms are added only while a memory holding none of the
-terms read so far could still beat the k-th score found. The result is the exact top
-k.
+N and avgdl come from ``sqlstore_memory_stats``; df(t) from ``sqlstore_memory_terms``
+(both kept by triggers, migration 0006). Terms come from :mod:`.analysis` on both
+backends, for the index and the query alike, and dl is the number of a memory's
+distinct terms, so both backends score alike. Any term may match; the top k is found
+by :mod:`.planner` through each backend's reads (:meth:`UserMemories.read`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..sql.search import MEMORY_ROWS, MEMORY_STATS
-from .text import search_scope
+from ..sql.search import MEMORY_ROWS, TERM_STATS
+from .text import LENGTH_CLASSES, classed, search_scope
 
 __all__ = [
     "BM25_B",
@@ -40,12 +34,14 @@ __all__ = [
     "SCORE_SCALE",
     "TERMS_LOOKED_UP",
     "TERMS_PER_QUERY",
-    "Candidate",
+    "Read",
+    "ReadRow",
     "Scored",
+    "Stats",
     "Term",
     "UserMemories",
-    "bm25",
     "rounded",
+    "token_groups",
     "weigh",
 ]
 
@@ -58,8 +54,7 @@ TERMS_PER_QUERY = 64
 TERMS_LOOKED_UP = 256
 """A query's first distinct terms whose document frequency is looked up (the rarest
 :data:`TERMS_PER_QUERY` of them count): a query of 10,000 Chinese characters has as
-many bigrams, and looking each up would take seconds."""
-_FIRST_READ = 2_000  # candidates read in the first MaxScore round, by summed df
+many bigrams."""
 
 SCORE_SCALE = 1e9
 """Scores are rounded to 9 decimals, the same way on every backend
@@ -74,22 +69,46 @@ equal scores, the more recent."""
 
 @dataclass
 class Term:
-    """A query term: its text (in the backend's index form), document frequency among
-    the user's memories, and weight."""
+    """A query term: its text (in the index form), document frequency among the
+    user's memories, and weight."""
 
     text: str
     df: int
     idf: float = 0.0
 
 
-@dataclass
-class Candidate:
-    """A memory read with a flag per query term: whether it holds it."""
+@dataclass(frozen=True)
+class Read:
+    """One read of a search plan (:mod:`.planner`): the memories holding every term of
+    ``held`` and none of ``absent`` (indexes into the search's terms, rarest first),
+    or with ``held`` empty at least one of the others, whose length classes are in
+    ``classes`` (their lowest lengths, :data:`~.text.LENGTH_CLASSES`): their best
+    ``limit``, scored over all the search's terms."""
 
-    pk: int
+    held: tuple[int, ...]
+    absent: tuple[int, ...]
+    classes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ReadRow:
+    """A memory a read returned: its rounded score, timestamp and row key."""
+
+    score: float
     timestamp: float
-    dl: int
-    flags: list[bool]
+    pk: int
+
+
+@dataclass
+class Stats:
+    """What a search knows of the user before it reads memories: the query's terms
+    with their document frequencies, the number of memories ``n``, their mean length
+    ``avgdl``, and how many are in each length class (:data:`~.text.LENGTH_CLASSES`)."""
+
+    terms: list[Term]
+    n: float
+    avgdl: float
+    class_sizes: list[int]
 
 
 def weigh(terms: list[Term], n: float) -> list[Term]:
@@ -106,16 +125,19 @@ def rounded(score: float) -> float:
     return math.floor(float(score) * SCORE_SCALE + 0.5) / SCORE_SCALE
 
 
-def bm25(candidate: Candidate, terms: list[Term], avgdl: float) -> float:
-    """A candidate's score for ``terms`` (in the order of its flags), rounded."""
-    idf = sum(t.idf for t, hit in zip(terms, candidate.flags, strict=True) if hit)
-    norm = 1 - BM25_B + BM25_B * candidate.dl / avgdl
-    return rounded(idf * (BM25_K1 + 1) / (1 + BM25_K1 * norm))
+def token_groups(read: Read, terms: list[Term]) -> list[list[str]]:
+    """The index tokens of a read: its memories hold every token of one group (its held
+    terms in one of its length classes, or with none held, one undecided term in
+    one)."""
+    if read.held:
+        return [[classed(terms[i].text, low) for i in read.held] for low in read.classes]
+    undecided = [t.text for i, t in enumerate(terms) if i not in read.absent]
+    return [[classed(t, low)] for low in read.classes for t in undecided]
 
 
 class UserMemories:
-    """The reads of one search, over one user's memories (each backend implements
-    :meth:`terms` and :meth:`best`, or overrides :meth:`rank`)."""
+    """The reads of one search, over one user's memories; each backend implements
+    :meth:`read`."""
 
     def __init__(
         self, conn: AsyncConnection, app_name: str, user_id: str, query_terms: list[str]
@@ -124,58 +146,54 @@ class UserMemories:
         self.params: dict[str, Any] = {"app_name": app_name, "user_id": user_id}
         self.scope = search_scope(app_name, user_id)
         self.query_terms = query_terms
-        self.df_limit: Callable[[float], int | None] = lambda n: None
-        """Given the user's N, a document frequency past which a term need not be
-        counted exactly (its count may stop there; :func:`.hybrid.candidate_terms`
-        leaves such terms out), or ``None``: count every term exactly."""
 
     async def rows(self, pks: list[int]) -> dict[int, Row[Any]]:
         """The memories to return, by row key."""
-        result = await self.conn.execute(MEMORY_ROWS, {**self.params, "pks": pks})
+        statement = MEMORY_ROWS[self.conn.dialect.name]
+        result = await self.conn.execute(statement, {**self.params, "pks": pks})
         return {row.pk: row for row in result.all()}
 
-    async def stats(self) -> tuple[float, float] | None:
-        """The user's N (memories) and avgdl (mean length), or ``None`` for none."""
-        row = (await self.conn.execute(MEMORY_STATS, self.params)).first()
-        if row is None or row.doc_count <= 0:
+    async def terms(self) -> Stats | None:
+        """The query's terms with their document frequency (0: no memory holds it) and
+        the user's statistics; ``None`` when the user has no memories. One statement."""
+        found: dict[str, int] = {}
+        stats: tuple[float, float] | None = None
+        classes = [f"~{low}" for low in LENGTH_CLASSES]
+        params = {**self.params, "terms": [*self.query_terms, *classes]}
+        statement = TERM_STATS[self.conn.dialect.name]
+        for term, df, docs, lexemes in await self.conn.execute(statement, params):
+            if term is None:
+                stats = (float(docs), float(lexemes))
+            elif df is not None:
+                found[term] = int(df)
+        if stats is None or stats[0] <= 0:
             return None
-        return float(row.doc_count), max(row.lexeme_count / row.doc_count, 1.0)
+        n, lexemes = stats
+        return Stats(
+            [Term(t, found.get(t, 0)) for t in self.query_terms],
+            n,
+            max(lexemes / n, 1.0),
+            [found.get(c, 0) for c in classes],
+        )
 
-    async def terms(self) -> tuple[list[Term], float, float] | None:
-        """The query's terms with their document frequency, N and avgdl (``None``
-        when the user has no memories)."""
+    def read_params(self, terms: list[Term], avgdl: float, limit: int) -> dict[str, Any]:
+        """The bound values every read of a wave shares (see :mod:`..sql.search`)."""
+        params: dict[str, Any] = {
+            **self.params,
+            "limit": limit,
+            "avgdl": avgdl,
+            "k1": BM25_K1,
+            "b": BM25_B,
+            "scale": SCORE_SCALE,
+        }
+        for i, term in enumerate(terms):
+            params[f"t{i}"] = f" {term.text} "
+            params[f"w{i}"] = term.idf
+        return params
+
+    async def read(
+        self, terms: list[Term], avgdl: float, reads: Sequence[Read], limit: int
+    ) -> list[ReadRow]:
+        """The rows of one wave of a search plan (:mod:`.planner`) for ``terms``
+        (rarest first, weighed) in one statement: each read's best ``limit``."""
         raise NotImplementedError
-
-    async def best(
-        self, wanted: list[Term], seen: list[Term], terms: list[Term], avgdl: float, limit: int
-    ) -> list[Scored]:
-        """The top ``limit``, best first, of the memories holding a ``wanted`` term but
-        no ``seen`` one, scored on all ``terms``."""
-        raise NotImplementedError
-
-    async def rank(self, terms: list[Term], avgdl: float, limit: int) -> list[Scored]:
-        """The top ``limit``, best first: MaxScore over :meth:`best` (``terms`` sorted
-        rarest first).
-
-        The result is the exact top ``limit`` of all the memories holding any term, as
-        on SQLite: a common word (held by more than half of the user's memories, idf <
-        ln 2, adding at most 1.17 to a score where a rare word adds 10) is read last,
-        and only while the rarer words have not found ``limit`` memories scoring more
-        than it could add.
-        """
-        # A term adds at most idf * (k1 + 1) / (1 + k1 * (1 - b)) to a memory's score.
-        ceiling = [t.idf * (BM25_K1 + 1) / (1 + BM25_K1 * (1 - BM25_B)) for t in terms]
-        read = 1
-        while read < len(terms) and sum(t.df for t in terms[: read + 1]) <= _FIRST_READ:
-            read += 1
-        scored: list[Scored] = []
-        seen: list[Term] = []
-        while True:
-            scored += await self.best(terms[len(seen) : read], seen, terms, avgdl, limit)
-            seen = terms[:read]
-            scored.sort(reverse=True)
-            del scored[limit:]
-            unread = sum(ceiling[read : len(terms)])
-            if read == len(terms) or (len(scored) == limit and unread < scored[-1][0]):
-                return scored
-            read += 1

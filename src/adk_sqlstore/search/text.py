@@ -8,9 +8,12 @@ import re
 from typing import Any
 
 __all__ = [
+    "LENGTH_CLASSES",
     "MAX_INDEXED_CHARS",
     "MAX_QUERY_CHARS",
+    "classed",
     "indexed_text",
+    "length_class",
     "search_scope",
     "text_of",
     "valid_unicode",
@@ -49,3 +52,27 @@ def search_scope(app_name: str, user_id: str) -> str:
     SQLite's FTS5 finds a user's rows without scanning other users' postings."""
     digest = hashlib.sha256(f"{app_name}\x00{user_id}".encode()).hexdigest()[:32]
     return f"scope{digest}"
+
+
+LENGTH_CLASSES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 16, 20, 25, 32, 48, 64, 128)
+"""The lowest length (number of distinct terms) of each length class: every length up
+to 8 is a class, then wider ones. A memory's index tokens carry its class
+(:func:`classed`; migration 0006), so that its BM25 weight, which depends on its length
+alone (term frequency 1), is known from the index: impact-ordered postings."""
+
+
+def length_class(token_count: int) -> int:
+    """The lowest length of the class of a memory with ``token_count`` terms (0 for
+    none)."""
+    low = 0
+    for candidate in LENGTH_CLASSES:
+        if candidate > token_count:
+            break
+        low = candidate
+    return low
+
+
+def classed(term: str, low: int) -> str:
+    """The index token of ``term`` in a memory of length class ``low``: ``term~low``
+    (unambiguous whatever the term holds: the class is what follows the last ``~``)."""
+    return f"{term}~{low}"

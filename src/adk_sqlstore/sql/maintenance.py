@@ -31,6 +31,7 @@ USER_TABLES = (
     "sqlstore_user_state",
     "sqlstore_memories",
     "sqlstore_memory_stats",
+    "sqlstore_memory_terms",
     "sqlstore_memory_ingestions",
     "sqlstore_memory_embeddings",
 )

@@ -2,11 +2,21 @@
 :mod:`adk_sqlstore.search`).
 
 Every statement reads one user's memories only: ``app_name`` and ``user_id`` in the
-WHERE clause, and the user's scope token (``search_scope``) in the index condition, so
-that no other user's postings are read. BM25's parameters are bound (``:k1``, ``:b``).
+WHERE clause, and the user's scope token (``search_scope``) in the full-text index
+condition, so that no other user's postings are read. BM25's parameters are bound
+(``:k1``, ``:b``, ``:avgdl``, ``:scale``). A wave of a search plan
+(:mod:`adk_sqlstore.search.planner`) is one statement, its reads joined by ``UNION
+ALL``: each the user's memories matching its index condition (classed terms, ``t~L``:
+migration 0006) and holding none of its absent terms, scored over all the query's
+terms from their ``terms`` column (idfs added in term order), its best ``:limit`` as
+rows ``(score, timestamp, pk)``. The query's terms are bound as ``:t0``, ``:t1``, ...
+(``' term '``: a memory holds it where it is in ``' ' || terms || ' '``), their idfs
+as ``:w0``, ``:w1``, ...
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from sqlalchemy import bindparam, text
 from sqlalchemy.sql.elements import TextClause
@@ -14,29 +24,70 @@ from sqlalchemy.sql.elements import TextClause
 __all__ = [
     "MEMORY_ROWS",
     "MEMORY_STATS",
-    "PG_CANDIDATES",
     "PG_SEARCH_INDEX",
-    "PG_TERM_COUNTS",
+    "TERM_STATS",
+    "WaveRead",
     "fts5_match",
-    "pg_best",
+    "fts5_string",
+    "pg_wave",
     "scope_lexeme",
-    "sqlite_rank",
-    "sqlite_term_counts",
+    "sqlite_wave",
     "tsquery_lexeme",
+    "tsquery_of",
 ]
 
-MEMORY_ROWS = text(
+_ROWS = (
     "SELECT pk, id, session_id, event_id, author, timestamp, content, custom_metadata"
-    " FROM sqlstore_memories WHERE app_name = :app_name AND user_id = :user_id"
+    " FROM sqlstore_memories{hint} WHERE app_name = :app_name AND user_id = :user_id"
     " AND pk IN :pks"
-).bindparams(bindparam("pks", expanding=True))
-"""The memories with row keys ``:pks`` (what a search returns)."""
+)
+MEMORY_ROWS = {
+    "postgresql": text(_ROWS.format(hint="")).bindparams(bindparam("pks", expanding=True)),
+    # By rowid: SQLite's planner took a (app_name, user_id, ...) index and read every
+    # memory of a big user (28 ms for 100,000).
+    "sqlite": text(_ROWS.format(hint=" NOT INDEXED")).bindparams(bindparam("pks", expanding=True)),
+}
+"""Per dialect: the memories with row keys ``:pks`` (what a search returns)."""
 
 MEMORY_STATS = text(
     "SELECT doc_count, lexeme_count FROM sqlstore_memory_stats"
     " WHERE app_name = :app_name AND user_id = :user_id"
 )
 """The user's number of memories and their total length (BM25's N and avgdl)."""
+
+_STATS_ROW = (
+    "SELECT NULL AS term, NULL AS df, doc_count, lexeme_count FROM sqlstore_memory_stats"
+    " WHERE app_name = :app_name AND user_id = :user_id"
+)
+TERM_STATS = {
+    # One primary-key lookup per term: with `term = ANY (...)` PostgreSQL may scan all
+    # of a big user's terms (it did before the new table had statistics).
+    "postgresql": text(
+        _STATS_ROW + " UNION ALL SELECT q.term, (SELECT t.df FROM sqlstore_memory_terms t"
+        " WHERE t.app_name = :app_name AND t.user_id = :user_id AND t.term = q.term),"
+        " NULL, NULL FROM unnest(CAST(:terms AS TEXT[])) AS q(term)"
+    ),
+    "sqlite": text(
+        _STATS_ROW + " UNION ALL SELECT term, df, NULL, NULL FROM sqlstore_memory_terms"
+        " WHERE app_name = :app_name AND user_id = :user_id AND term IN :terms"
+    ).bindparams(bindparam("terms", expanding=True)),
+}
+"""Per dialect: the user's number of memories and their total length (BM25's N and
+avgdl), in a row whose ``term`` is NULL, and the document frequency of each of
+``:terms`` (NULL or no row: no memory of the user holds it)."""
+
+WaveRead = tuple[int, ...]
+"""The shape of one read of a wave: the indexes of its absent terms (tested on each
+memory; its index condition is bound)."""
+
+
+def _held_idf(holds: str, weight: str, terms: int) -> str:
+    """SQL: the summed idf of the query terms a memory holds, in term order (``holds``
+    and ``weight``: the SQL of term ``{i}``'s test and idf)."""
+    return " + ".join(
+        f"CASE WHEN {holds.format(i=i)} > 0 THEN {weight.format(i=i)} ELSE 0.0 END"
+        for i in range(terms)
+    )
 
 
 # -- PostgreSQL ---------------------------------------------------------------------------
@@ -53,24 +104,6 @@ def scope_lexeme(scope: str) -> str:
     return tsquery_lexeme("\x01" + scope)
 
 
-PG_TERM_COUNTS = text(r"""
-SELECT t.term, (
-    SELECT count(*) FROM (
-        SELECT 1 FROM sqlstore_memories m
-        WHERE m.app_name = :app_name AND m.user_id = :user_id
-          AND m.search_scope = :search_scope
-          AND m.search_vector @@ CAST(:scope_prefix
-              || '''' || replace(replace(t.term, '\', '\\'), '''', '''''') || '''' AS tsquery)
-        LIMIT :cap
-    ) AS hits
-) AS df
-FROM unnest(CAST(:terms AS TEXT[])) AS t(term)
-""")
-"""Each of ``:terms`` with the number of the user's memories holding it, counted up to
-``:cap``. Where the GIN index lacks ``search_scope`` (no btree_gin),
-``:scope_prefix`` is ``scope_lexeme & `` (:func:`scope_lexeme`, the user's token in
-``search_vector``), so that it reads only the user's postings; else it is empty."""
-
 PG_SEARCH_INDEX = text(
     "/* catalog */ SELECT indexdef FROM pg_indexes"
     " WHERE indexname = 'ix_sqlstore_memories_search'"
@@ -78,103 +111,75 @@ PG_SEARCH_INDEX = text(
 )
 """The definition of the full-text index (whether it holds ``search_scope``)."""
 
-PG_CANDIDATES = text("""
-SELECT m.pk, m.timestamp, m.token_count AS dl,
-       ARRAY(SELECT m.search_vector @@ CAST(x.q AS tsquery)
-             FROM unnest(CAST(:all_terms AS TEXT[])) WITH ORDINALITY AS x(q, i)
-             ORDER BY x.i) AS flags
-FROM sqlstore_memories m
-WHERE m.app_name = :app_name AND m.user_id = :user_id AND m.search_scope = :search_scope
-  AND m.search_vector @@ CAST(:wanted AS tsquery)
-""")
-"""Every memory of the user holding a ``:wanted`` lexeme, with its length and a flag
-per lexeme of ``:all_terms``."""
-
-_PG_BEST = """
-SELECT score, m.timestamp, m.pk
-FROM sqlstore_memories m,
+_PG_HOLDS = "strpos(x.t, CAST(:t{i} AS TEXT))"
+_PG_READ = """(SELECT s.score, m.timestamp, m.pk
+FROM sqlstore_memories AS m,
+LATERAL (SELECT ' ' || m.terms || ' ' AS t) AS x,
 LATERAL (
-    SELECT floor((
-        SELECT sum(x.idf) FROM unnest(CAST(:all_terms AS TEXT[]), CAST(:idfs AS FLOAT8[]))
-            AS x(q, idf)
-        WHERE m.search_vector @@ CAST(x.q AS tsquery)
-    ) * (CAST(:k1 AS FLOAT8) + 1)
-    / (1 + CAST(:k1 AS FLOAT8) * (1 - CAST(:b AS FLOAT8)
-       + CAST(:b AS FLOAT8) * m.token_count / CAST(:avgdl AS FLOAT8)))
-    * CAST(:scale AS FLOAT8) + 0.5) / CAST(:scale AS FLOAT8) AS score
+    SELECT floor(({idf})
+        * (CAST(:k1 AS FLOAT8) + 1)
+        / (1 + CAST(:k1 AS FLOAT8) * (1 - CAST(:b AS FLOAT8)
+           + CAST(:b AS FLOAT8) * m.token_count / CAST(:avgdl AS FLOAT8)))
+        * CAST(:scale AS FLOAT8) + 0.5) / CAST(:scale AS FLOAT8) AS score
 ) AS s
 WHERE m.app_name = :app_name AND m.user_id = :user_id AND m.search_scope = :search_scope
-  AND m.search_vector @@ CAST(:wanted AS tsquery) {seen}
-ORDER BY score DESC, m.timestamp DESC, m.pk DESC
-LIMIT :limit
-"""
-_PG_BEST_STATEMENTS = {
-    seen: text(_PG_BEST.format(seen=seen))
-    for seen in ("", "AND NOT m.search_vector @@ CAST(:seen AS tsquery)")
-}
+  AND m.search_vector @@ CAST(:wanted_{r} AS tsquery){absent}
+ORDER BY s.score DESC, m.timestamp DESC, m.pk DESC
+LIMIT :limit)"""
 
 
-def pg_best(*, excluding_seen: bool) -> TextClause:
-    """The best ``:limit`` of the user's memories holding a ``:wanted`` lexeme (and,
-    ``excluding_seen``, none of ``:seen``), scored by BM25 over ``:all_terms`` with
-    weights ``:idfs`` and rounded (``:scale``), best first (ties: the more recent,
-    then the later row)."""
-    return _PG_BEST_STATEMENTS[
-        "AND NOT m.search_vector @@ CAST(:seen AS tsquery)" if excluding_seen else ""
-    ]
+def pg_wave(reads: Sequence[WaveRead], terms: int) -> TextClause:
+    """One wave's reads on PostgreSQL, for a query of ``terms`` terms; read ``r``
+    binds ``:wanted_r``, the tsquery its memories match through the GIN index."""
+    idf = _held_idf(_PG_HOLDS, "CAST(:w{i} AS FLOAT8)", terms)
+    parts = []
+    for r, absent in enumerate(reads):
+        missing = "".join(f"\n  AND {_PG_HOLDS.format(i=i)} = 0" for i in absent)
+        parts.append(_PG_READ.format(r=r, idf=idf, absent=missing))
+    return text("\nUNION ALL\n".join(parts))
 
 
 # -- SQLite (FTS5) ------------------------------------------------------------------------
 
 
-def _fts5_string(term: str) -> str:
+def fts5_string(term: str) -> str:
+    """A term as an FTS5 string (quoted: no character is query syntax)."""
     return '"' + term.replace('"', '""') + '"'
 
 
-def fts5_match(scope: str, term: str) -> str:
-    """An FTS5 MATCH expression for ``term`` among the rows of one user's scope token
-    (both quoted: no character is query syntax)."""
-    return f"search_scope : {_fts5_string(scope)} AND terms : {_fts5_string(term)}"
-
-
-def sqlite_term_counts(terms: int, *, capped: bool = False) -> TextClause:
-    """Rows ``(i, df)`` for ``terms`` MATCH expressions bound as ``:m0``, ``:m1``, ...
-    (at most 500 in one compound statement); ``capped``: each counted up to ``:cap``."""
-    if capped:
-        return text(
-            " UNION ALL ".join(
-                f"SELECT {i}, count(*) FROM (SELECT 1 FROM sqlstore_memories_fts"
-                f" WHERE sqlstore_memories_fts MATCH :m{i} LIMIT :cap)"
-                for i in range(terms)
-            )
-        )
-    return text(
-        " UNION ALL ".join(
-            f"SELECT {i}, count(*) FROM sqlstore_memories_fts"
-            f" WHERE sqlstore_memories_fts MATCH :m{i}"
-            for i in range(terms)
-        )
+def fts5_match(scope: str, groups: Sequence[Sequence[str]]) -> str:
+    """An FTS5 MATCH expression for the rows of one user's scope token holding every
+    token of one of ``groups``."""
+    joined = " OR ".join(
+        "(" + " AND ".join(f"terms : {fts5_string(t)}" for t in group) + ")" for group in groups
     )
+    return f"search_scope : {fts5_string(scope)} AND ({joined})"
 
 
-def sqlite_rank(terms: int) -> TextClause:
-    """The best ``:limit`` memories of the user matching any of ``terms`` MATCH
-    expressions ``:m0``... with weights ``:w0``..., scored by BM25 (``:k1``, ``:b``,
-    ``:avgdl``) and rounded (``:scale``), as rows ``(score, timestamp, pk)`` best
-    first."""
-    hits = " UNION ALL ".join(
-        f"SELECT rowid AS pk, :w{i} AS w FROM sqlstore_memories_fts"
-        f" WHERE sqlstore_memories_fts MATCH :m{i}"
-        for i in range(terms)
-    )
-    return text(f"""
-        WITH hits AS ({hits})
-        SELECT CAST(sum(hits.w) * (:k1 + 1)
-               / (1 + :k1 * (1 - :b + :b * m.token_count / :avgdl)) * :scale + 0.5
-               AS INTEGER) / :scale AS score, m.timestamp, m.pk
-        FROM hits JOIN sqlstore_memories m ON m.pk = hits.pk
-        WHERE m.app_name = :app_name AND m.user_id = :user_id
-        GROUP BY m.pk
-        ORDER BY score DESC, m.timestamp DESC, m.pk DESC
-        LIMIT :limit
-    """)
+def tsquery_of(groups: Sequence[Sequence[str]]) -> str:
+    """tsquery text for a ``search_vector`` holding every lexeme of one of ``groups``."""
+    return " | ".join("(" + " & ".join(tsquery_lexeme(t) for t in group) + ")" for group in groups)
+
+
+_SQLITE_HOLDS = "instr(' ' || m.terms || ' ', :t{i})"
+_SQLITE_READ = """SELECT * FROM (SELECT
+    CAST(({idf}) * (:k1 + 1) / (1 + :k1 * (1 - :b + :b * m.token_count / :avgdl))
+         * :scale + 0.5 AS INTEGER) / :scale AS score,
+    m.timestamp AS timestamp, m.pk AS pk
+FROM sqlstore_memories_fts
+JOIN sqlstore_memories AS m NOT INDEXED ON m.pk = sqlstore_memories_fts.rowid
+WHERE sqlstore_memories_fts MATCH :match_{r} AND m.app_name = :app_name
+  AND m.user_id = :user_id{absent}
+ORDER BY score DESC, m.timestamp DESC, m.pk DESC
+LIMIT :limit)"""
+
+
+def sqlite_wave(reads: Sequence[WaveRead], terms: int) -> TextClause:
+    """One wave's reads on SQLite, for a query of ``terms`` terms; read ``r`` binds
+    ``:match_r`` (:func:`fts5_match`)."""
+    idf = _held_idf(_SQLITE_HOLDS, ":w{i}", terms)
+    parts = []
+    for r, absent in enumerate(reads):
+        missing = "".join(f"\n  AND {_SQLITE_HOLDS.format(i=i)} = 0" for i in absent)
+        parts.append(_SQLITE_READ.format(r=r, idf=idf, absent=missing))
+    return text("\nUNION ALL\n".join(parts))
