@@ -208,6 +208,7 @@ async def test_sqlite_runs_with_wal_busy_timeout_and_foreign_keys(sqlite_url: st
             assert (await conn.execute(text("PRAGMA journal_mode"))).scalar() == "wal"
             assert (await conn.execute(text("PRAGMA foreign_keys"))).scalar() == 1
             assert (await conn.execute(text("PRAGMA busy_timeout"))).scalar() == 30000
+            assert (await conn.execute(text("PRAGMA mmap_size"))).scalar() == 1 << 30
 
 
 @pytest.mark.parametrize(

@@ -479,8 +479,8 @@ async def test_postgres_search_uses_the_gin_index(postgres_url: str) -> None:
         "app_name": APP,
         "user_id": "heavy",
         "search_scope": search_scope(APP, "heavy"),
-        "wanted_0": tsquery_of([[classed("w0042x", 8)]]),
-        "wanted_1": tsquery_of([[classed("w0042x", 8)]]),
+        "wanted_0_0": tsquery_of([[classed("w0042x", 8)]]),
+        "wanted_1_0": tsquery_of([[classed("w0042x", 8)]]),
         "t0": " w0042x ",
         "w0": 3.0,
         "avgdl": 8.0,
@@ -504,7 +504,7 @@ async def test_postgres_search_uses_the_gin_index(postgres_url: str) -> None:
         async with memory.engine.connect() as conn:
             await conn.execute(text("ANALYZE sqlstore_memories"))
             await conn.commit()
-            for statement in (pg_wave([()], 1).text, pg_wave([(), ()], 1).text):
+            for statement in (pg_wave([(1, ())], 1).text, pg_wave([(1, ()), (1, ())], 1).text):
                 result = await conn.execute(text("EXPLAIN " + statement), params)
                 plans.append("\n".join(row[0] for row in result.all()))
         found = await memory.search_memory(app_name=APP, user_id="heavy", query="which w0042x?")

@@ -100,6 +100,7 @@ async def _lexical(
         if conn.dialect.name == "postgresql"
         else SqliteSearch(conn, app_name, user_id, query_terms)
     )
+    await search.begin()
     stats = await search.terms()
     if stats is None:
         return []

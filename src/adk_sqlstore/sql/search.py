@@ -24,6 +24,7 @@ from sqlalchemy.sql.elements import TextClause
 __all__ = [
     "MEMORY_ROWS",
     "MEMORY_STATS",
+    "PG_CUSTOM_PLANS",
     "PG_SEARCH_INDEX",
     "TERM_STATS",
     "WaveRead",
@@ -104,6 +105,13 @@ def scope_lexeme(scope: str) -> str:
     return tsquery_lexeme("\x01" + scope)
 
 
+PG_CUSTOM_PLANS = text("SET LOCAL plan_cache_mode = force_custom_plan")
+"""Plan each of this transaction's statements for its own values. asyncpg prepares
+statements once per connection, and after five runs PostgreSQL may plan one without its
+values (a generic plan): for a search, which knows nothing then of its words, it read
+every memory of the user through the b-tree index (850 ms for a user with 100,000
+memories, where the GIN index takes 10 ms)."""
+
 PG_SEARCH_INDEX = text(
     "/* catalog */ SELECT indexdef FROM pg_indexes"
     " WHERE indexname = 'ix_sqlstore_memories_search'"
@@ -123,19 +131,26 @@ LATERAL (
         * CAST(:scale AS FLOAT8) + 0.5) / CAST(:scale AS FLOAT8) AS score
 ) AS s
 WHERE m.app_name = :app_name AND m.user_id = :user_id AND m.search_scope = :search_scope
-  AND m.search_vector @@ CAST(:wanted_{r} AS tsquery){absent}
+  AND ({wanted}){absent}
 ORDER BY s.score DESC, m.timestamp DESC, m.pk DESC
 LIMIT :limit)"""
 
 
-def pg_wave(reads: Sequence[WaveRead], terms: int) -> TextClause:
-    """One wave's reads on PostgreSQL, for a query of ``terms`` terms; read ``r``
-    binds ``:wanted_r``, the tsquery its memories match through the GIN index."""
+def pg_wave(reads: Sequence[tuple[int, WaveRead]], terms: int) -> TextClause:
+    """One wave's reads on PostgreSQL, for a query of ``terms`` terms; read ``r`` is
+    given as (number of groups, absent terms) and binds ``:wanted_r_0``,
+    ``:wanted_r_1``, ... (one tsquery per group, each one GIN scan of a BitmapOr: in
+    one tsquery, an OR of conjunctions holds no lexeme every match holds, and GIN then
+    read the union of all their postings, 25 ms for 249 memories where the scans
+    took 1 ms each)."""
     idf = _held_idf(_PG_HOLDS, "CAST(:w{i} AS FLOAT8)", terms)
     parts = []
-    for r, absent in enumerate(reads):
+    for r, (groups, absent) in enumerate(reads):
+        wanted = " OR ".join(
+            f"m.search_vector @@ CAST(:wanted_{r}_{g} AS tsquery)" for g in range(groups)
+        )
         missing = "".join(f"\n  AND {_PG_HOLDS.format(i=i)} = 0" for i in absent)
-        parts.append(_PG_READ.format(r=r, idf=idf, absent=missing))
+        parts.append(_PG_READ.format(r=r, idf=idf, wanted=wanted, absent=missing))
     return text("\nUNION ALL\n".join(parts))
 
 
