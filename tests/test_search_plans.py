@@ -262,3 +262,85 @@ async def test_every_plan_gives_the_exact_top_k(
         terms = set(analyzer().query_terms(" ".join(query)))
         expected = expected_top(await stored(memory, user), terms, k)
         assert await answer(memory, user, " ".join(query), k) == expected
+
+
+# -- the plan alone, over memories in a list ---------------------------------------------
+
+
+def _plan_case(
+    docs: list[tuple[int, float, frozenset[str], int]], query: list[str], k: int
+) -> tuple[list[Any], list[Any], int]:
+    """The planner's answer over ``docs`` (pk, timestamp, terms, length) through a
+    reader with the SQL's semantics, and the brute-force answer, and the reads made."""
+    import asyncio
+
+    from adk_sqlstore.search.lexical import ReadRow, Term, rounded, weigh
+
+    n = len(docs)
+    avgdl = max(sum(d[3] for d in docs) / n, 1.0)
+    classes = {d[0]: length_class(d[3]) for d in docs}
+    postings: dict[str, list[tuple[int, float, frozenset[str], int]]] = {}
+    for d in docs:
+        for t in d[2]:
+            postings.setdefault(t, []).append(d)
+    terms = weigh([Term(t, len(postings.get(t, []))) for t in query], n)
+
+    def score(d: tuple[int, float, frozenset[str], int]) -> float:
+        total = 0.0
+        for t in terms:
+            total += t.idf if t.text in d[2] else 0.0
+        return rounded(total * 2.2 / (1 + 1.2 * (0.25 + 0.75 * d[3] / avgdl)))
+
+    reads = 0
+
+    async def read(wave: Any, limit: int) -> list[Any]:
+        nonlocal reads
+        rows = []
+        for r in wave:
+            reads += 1
+            held = [terms[i].text for i in r.held]
+            others = [t.text for i, t in enumerate(terms) if i not in r.absent]
+            absent = {terms[i].text for i in r.absent}
+            found = postings[held[0]] if held else [d for t in others for d in postings[t]]
+            matches = {
+                d
+                for d in found
+                if classes[d[0]] in r.classes and all(h in d[2] for h in held) and not absent & d[2]
+            }
+            best = sorted(((score(d), d[1], d[0]) for d in matches), reverse=True)[:limit]
+            rows += [ReadRow(*b) for b in best]
+        return rows
+
+    per_class = Counter(classes.values())
+    sizes = [per_class[low] for low in LENGTH_CLASSES]
+    got = asyncio.run(planner.rank(terms, n, avgdl, sizes, k, read)) if terms else []
+    names = {t.text for t in terms}
+    expected = sorted(((score(d), d[1], d[0]) for d in docs if names & d[2]), reverse=True)
+    return got, expected[:k], reads
+
+
+@st.composite
+def listed_corpora(draw: st.DrawFn) -> tuple[list[Any], list[str], int]:
+    vocabulary = [f"t{i}" for i in range(draw(st.integers(1, 10)))]
+    shares = [draw(st.sampled_from([0.0, 0.001, 0.02, 0.3, 0.7, 0.99, 1.0])) for _ in vocabulary]
+    rng = random.Random(draw(st.integers(0, 2**32)))
+    docs = []
+    for pk in range(draw(st.integers(1, 1500))):
+        terms = {w for w, p in zip(vocabulary, shares, strict=True) if rng.random() < p}
+        length = len(terms) + rng.choice([0, 0, 1, 2, 5, 12, 40, 200])
+        docs.append((pk, float(rng.randrange(3)), frozenset(terms), max(length, 1)))
+    query = draw(st.lists(st.sampled_from(vocabulary), min_size=1, unique=True))
+    return docs, query, draw(st.sampled_from([1, 2, 10, 50]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=listed_corpora(), read_rows=st.sampled_from([1, 30, 300]))
+def test_the_plan_is_the_exact_top_k_whatever_the_shares(case: Any, read_rows: int) -> None:
+    """Words held by none, a few, most or all memories, lengths across every class, tied
+    timestamps, a plan splitting nodes of 1, 30 or 300 expected memories: the top k
+    is the brute-force one, in order."""
+    docs, query, k = case
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(planner, "READ_ROWS", read_rows)
+        got, expected, _ = _plan_case(docs, query, k)
+    assert got == expected

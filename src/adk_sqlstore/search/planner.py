@@ -71,6 +71,7 @@ class _Plan:
         self, terms: list[Term], n: float, avgdl: float, class_sizes: Sequence[int]
     ) -> None:
         self.terms = terms
+        self.n = n
         self.avgdl = avgdl
         self.idf = [t.idf for t in terms]
         self.prefix = [0.0, *itertools.accumulate(self.idf)]
@@ -90,13 +91,19 @@ class _Plan:
     def node(
         self, held: tuple[int, ...], absent: tuple[int, ...], nxt: int, classes: tuple[int, int]
     ) -> _Node | None:
-        """The node, or None where it can hold no memory."""
+        """The node, or None where it provably holds no memory: nothing held and
+        nothing undecided, no class with memories as long as its held terms, or a term
+        left out that every memory holds. (Its expected size is an estimate: it may be
+        0.0 where terms are rare, or underflow, and the node still holds memories.)"""
         m = len(self.terms)
+        first, last = classes
         if not held and nxt == m:
             return None
-        size = sum(self._cell(held, absent, nxt, c) for c in range(classes[0], classes[1] + 1))
-        if size <= 0:
+        if not any(self._possible(held, c) for c in range(first, last + 1)):
             return None
+        if any(self.terms[i].df >= self.n for i in absent):
+            return None
+        size = sum(self._cell(held, absent, nxt, c) for c in range(first, last + 1))
         s = sum(self.idf[i] for i in held)
         shortest = LENGTH_CLASSES[classes[0]]
         bound = max(
@@ -106,10 +113,14 @@ class _Plan:
         )
         return _Node(-bound, next(self.seq), held, absent, nxt, classes, size)
 
+    def _possible(self, held: tuple[int, ...], c: int) -> bool:
+        """Whether class ``c`` holds memories, as long as ``held`` at least."""
+        return bool(self.class_sizes[c]) and _longest(c) >= len(held)
+
     def _cell(self, held: tuple[int, ...], absent: tuple[int, ...], nxt: int, c: int) -> float:
         """The expected memories of class ``c`` holding ``held``, not ``absent``, and
         (with nothing held) some undecided term."""
-        if _longest(c) < len(held) or not self.class_sizes[c]:
+        if not self._possible(held, c):
             return 0.0
         size: float = self.class_sizes[c] * math.prod(self.holds[i][c] for i in held)
         size *= math.prod(1 - self.holds[i][c] for i in absent)
@@ -144,9 +155,7 @@ class _Plan:
         """The read of the whole node: its classes with some memory of the user."""
         first, last = node.classes
         lows = tuple(
-            LENGTH_CLASSES[c]
-            for c in range(first, last + 1)
-            if self.class_sizes[c] and _longest(c) >= len(node.held)
+            LENGTH_CLASSES[c] for c in range(first, last + 1) if self._possible(node.held, c)
         )
         return Read(node.held, node.absent, lows)
 
