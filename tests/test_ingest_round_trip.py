@@ -3,7 +3,8 @@ one batch in aiosqlite's thread on SQLite (``adk_sqlstore.sql.ingest``). It must
 the database exactly as the transaction of separate statements does, the memories,
 the per-user statistics and the ingestion records, through first ingestions,
 re-ingestions with events added, changed and gone, sessions of this store and
-sessions from elsewhere."""
+sessions from elsewhere; and ``add_events_to_memory`` and ``add_memory`` likewise in
+one round trip."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ from sqlalchemy import event, text
 
 from adk_sqlstore import Event, MemoryEntry, Session, SqlMemoryService, SqlSessionService
 from adk_sqlstore.memory import ingestion
+from adk_sqlstore.memory import service as service_module
 
 from .conftest import PostgresFactory
 
 APP = "round-trip"
+AT = "2026-01-01T00:00:00Z"
 
 MEMORY_COLUMNS = (
     "app_name, user_id, id, session_id, event_id, author, timestamp, content, text, terms,"
@@ -63,6 +66,7 @@ async def _scenario(url: str) -> list[Any]:
             await memory.add_session_to_memory(elsewhere.model_copy(update={"events": []}))
         )
         reports.append(await memory.add_session_to_memory(elsewhere))
+        reports.append(await _lists(memory))
         async with sessions.store.transaction(write=False) as conn:
             tables = [
                 (await conn.execute(text(sql))).all()
@@ -76,10 +80,49 @@ async def _scenario(url: str) -> list[Any]:
                     " FROM sqlstore_memory_ingestions ORDER BY 1, 2, 3",
                 )
             ]
-    facts = [row for row in tables[0] if row.session_id is None]
-    assert len(facts) == 1
-    memories = [tuple(row) for row in tables[0] if row.session_id is not None]
-    return [reports, memories, *[[tuple(r) for r in rows] for rows in tables[1:]]]
+    facts = [row for row in tables[0] if row.user_id == "u1" and row.session_id is None]
+    assert len(facts) == 1  # a new id each run: compared by its text only
+    memories = [tuple(row) for row in tables[0] if row not in facts]
+    return [reports, memories, facts[0].text, *[[tuple(r) for r in rows] for rows in tables[1:]]]
+
+
+async def _lists(memory: SqlMemoryService) -> list[Any]:
+    """add_events_to_memory and add_memory: events added again (one without text now),
+    repeated ids in one call, metadata."""
+    key: dict[str, Any] = {"app_name": APP, "user_id": "u3"}
+    events = [_turn(f"event {w} RFC7231", f"v{n}", n) for n, w in enumerate("abcd")]
+    counts = [
+        await memory.add_events_to_memory(**key, events=events, session_id="s9"),
+        await memory.add_events_to_memory(
+            **key,
+            events=[*events[:2], _turn("", "v2", 2), _turn("event d again", "v3", 3), events[0]],
+            session_id="s9",
+            custom_metadata={"source": "é", "n": [1, 2.5, None]},
+        ),
+        await memory.add_events_to_memory(**key, events=events[:1]),  # no session
+    ]
+    ids = await memory.add_memory(
+        **key,
+        memories=[
+            MemoryEntry(id="f1", content={"parts": [{"text": "fact one"}]}, timestamp=AT),
+            MemoryEntry(id="f2", content={"parts": [{"text": "fact two"}]}, timestamp=AT),
+            MemoryEntry(id="f1", content={"parts": [{"text": "fact one, fixed"}]}, timestamp=AT),
+            MemoryEntry(id="f3", content={"parts": [{"text": "  "}]}, timestamp=AT),
+        ],
+        custom_metadata={"kind": "fact"},
+    )
+    ids += await memory.add_memory(
+        **key,
+        memories=[
+            {
+                "id": "f2",
+                "content": {"parts": [{"text": "fact two"}]},
+                "author": "me",
+                "timestamp": AT,
+            }
+        ],
+    )
+    return [counts, ids]
 
 
 async def _two_databases(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> list[str]:
@@ -103,19 +146,21 @@ async def test_one_round_trip_leaves_what_the_transaction_leaves(
     fast = await _scenario(fast_url)
     with monkeypatch.context() as patched:
         patched.setattr(ingestion, "one_round_trip", lambda dialect, rows: False)
+        patched.setattr(service_module, "one_round_trip", lambda dialect, rows: False)
         slow = await _scenario(slow_url)
     assert fast == slow
-    reports, memories, stats, truth, _ = fast
-    assert [(r.events, r.deleted) for r in reports] == [
+    reports, memories, _, stats, truth, _ = fast
+    assert [(r.events, r.deleted) for r in reports[:-1]] == [
         (3, 0), (3, 0), (4, 0), (6, 0), (4, 2), (0, 4), (6, 0)
     ]  # fmt: skip
-    assert len(memories) == 4 + 6
+    assert reports[-1] == [[4, 3, 1], ["f1", "f2", "f1", "f2"]]
+    assert len(memories) == 4 + 6 + 3 + 1 + 2
     assert stats == truth  # the statistics the triggers keep are exact
 
 
-async def test_a_stored_session_is_ingested_in_one_statement(db_url: str) -> None:
-    """PostgreSQL: one statement (it commits by itself); SQLite: no statement through
-    SQLAlchemy at all (one batch in aiosqlite's thread)."""
+async def test_each_write_is_one_statement(db_url: str) -> None:
+    """PostgreSQL: one statement each (it commits by itself); SQLite: no statement
+    through SQLAlchemy at all (one batch in aiosqlite's thread)."""
     async with SqlSessionService.from_url(db_url) as sessions:
         memory = SqlMemoryService(sessions.store)
         stored = await sessions.create_session(app_name=APP, user_id="u1")
@@ -129,10 +174,16 @@ async def test_a_stored_session_is_ingested_in_one_statement(db_url: str) -> Non
         event.listen(engine, "before_cursor_execute", listener)
         try:
             report = await memory.add_session_to_memory(stored)
+            await memory.add_events_to_memory(
+                app_name=APP, user_id="u1", events=[_turn("", "e9", 9), _turn("x", "e8", 8)]
+            )
+            await memory.add_memory(
+                app_name=APP, user_id="u1", memories=[{"content": {"parts": [{"text": "y"}]}}]
+            )
         finally:
             event.remove(engine, "before_cursor_execute", listener)
     assert (report.events, report.deleted) == (4, 0)
     if sessions.store.engine.dialect.name == "postgresql":
-        assert len(statements) == 1 and statements[0].lstrip().startswith("WITH checked")
+        assert [s.split()[0] for s in statements] == ["WITH", "WITH", "INSERT"]
     else:
         assert statements == []

@@ -1,14 +1,16 @@
-"""A session's memories replaced in one round trip (``add_session_to_memory``).
+"""Memories written in one round trip: a session's (``add_session_to_memory``) and
+a list of them (``add_events_to_memory``, ``add_memory``).
 
-What :func:`adk_sqlstore.memory.ingestion.ingest_session` otherwise does in a
-transaction of four to six statements (the session's row locked and checked, its
-memories' ids read, those gone deleted, the rows upserted, the ingestion recorded),
-as one statement on PostgreSQL (data-modifying CTEs, run outside an explicit
-transaction: PostgreSQL runs it atomically on one snapshot) and as one batch in
-aiosqlite's thread on SQLite (:mod:`.sqlite_thread`, the whole transaction there).
-The rows, the statistics the triggers keep and the ingestion record come out as from
-the statements of :mod:`.memory`. When the session's stored incarnation or revision is
-not the one expected, nothing is written and the caller takes its transaction path.
+What the memory service otherwise does in a transaction of several statements (for a
+session: its row locked and checked, its memories' ids read, those gone deleted, the
+rows upserted, the ingestion recorded; for a list: the memories of events without text
+deleted, the rows upserted), as one statement on PostgreSQL (data-modifying CTEs, run
+outside an explicit transaction: PostgreSQL runs it atomically on one snapshot) and as
+one batch in aiosqlite's thread on SQLite (:mod:`.sqlite_thread`, the whole
+transaction there). The rows, the statistics the triggers keep and the ingestion
+record come out as from the statements of :mod:`.memory`. When a session's stored
+incarnation or revision is not the one expected, nothing is written and the caller
+takes its transaction path.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from .constructs import CHUNK, chunks
 from .memory import MEMORY_COMPARED, MEMORY_UPDATABLE, PG_COLUMN_TYPES
 from .sqlite_thread import execute, fetch_all, fetch_one, rollback_quietly, run_batch
 
-__all__ = ["SessionMemories", "one_round_trip", "replace_session_memories"]
+__all__ = ["SessionMemories", "one_round_trip", "replace_session_memories", "write_memories"]
 
 
 @dataclass(frozen=True)
@@ -119,14 +121,39 @@ _PG_STATEMENTS = {
 }
 """One statement per case: the session checked (and locked) or not."""
 
+_PG_UPSERT = (
+    f"INSERT INTO sqlstore_memories ({', '.join(_COLUMNS)})"
+    f" SELECT CAST(:app_name AS TEXT), CAST(:user_id AS TEXT), m.* FROM unnest({_PG_ARRAYS})"
+    f" AS m{_CONFLICT}"
+)
+_PG_WRITES = {
+    False: text(_PG_UPSERT),
+    True: text(
+        "WITH gone AS (DELETE FROM sqlstore_memories WHERE app_name = :app_name"
+        " AND user_id = :user_id AND id = ANY(CAST(:gone AS TEXT[]))) " + _PG_UPSERT
+    ),
+}
+"""The rows upserted, after deleting the memories of ``:gone`` ids or not."""
+
+
+def _arrays(params: dict[str, Any], rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    for column in ("id", *MEMORY_UPDATABLE):
+        params[f"rows_{column}"] = [row[column] for row in rows]
+    return params
+
 
 async def _postgres_replace(conn: AsyncConnection, write: SessionMemories) -> int | None:
-    params = write.params()
-    for column in ("id", *MEMORY_UPDATABLE):
-        params[f"rows_{column}"] = [row[column] for row in write.rows]
+    params = _arrays(write.params(), write.rows)
     statement = _PG_STATEMENTS[write.incarnation is not None]
     checked, deleted = (await conn.execute(statement, params)).one()
     return int(deleted) if checked else None
+
+
+async def _postgres_write(
+    conn: AsyncConnection, app_name: str, user_id: str, rows: Sequence[Any], gone: Sequence[str]
+) -> None:
+    params = _arrays({"app_name": app_name, "user_id": user_id, "gone": list(gone)}, rows)
+    await conn.execute(_PG_WRITES[bool(gone)], params)
 
 
 # -- SQLite -------------------------------------------------------------------------------
@@ -137,7 +164,7 @@ _SQLITE_EXISTING = (
     " WHERE app_name = :app_name AND user_id = :user_id AND session_id = :session_id"
 )
 _SQLITE_DELETE = (
-    "DELETE FROM sqlstore_memories WHERE app_name = ? AND user_id = ? AND pk IN ({marks})"
+    "DELETE FROM sqlstore_memories WHERE app_name = ? AND user_id = ? AND {key} IN ({marks})"
 )
 _SQLITE_UPSERT = (
     f"INSERT INTO sqlstore_memories ({', '.join(_COLUMNS)})"
@@ -162,13 +189,7 @@ def _sqlite_replace(db: Any, write: SessionMemories) -> int | None:
                 return None
         keep = {row["id"] for row in write.rows}
         gone = [pk for mid, pk in fetch_all(db, _SQLITE_EXISTING, params) if mid not in keep]
-        deleted = 0
-        for chunk in chunks(gone, CHUNK):
-            marks = ", ".join("?" * len(chunk))
-            cursor = execute(
-                db, _SQLITE_DELETE.format(marks=marks), (write.app_name, write.user_id, *chunk)
-            )
-            deleted += cursor.rowcount
+        deleted = _sqlite_delete(db, write.app_name, write.user_id, "pk", gone)
         if write.rows:
             db.cursor().executemany(_SQLITE_UPSERT, write.rows)
         execute(db, _SQLITE_RECORD, params)
@@ -179,10 +200,35 @@ def _sqlite_replace(db: Any, write: SessionMemories) -> int | None:
         raise
 
 
+def _sqlite_delete(db: Any, app_name: str, user_id: str, key: str, keys: Sequence[Any]) -> int:
+    """Delete the user's memories whose ``key`` (``pk`` or ``id``) is one of ``keys``."""
+    deleted = 0
+    for chunk in chunks(keys, CHUNK):
+        marks = ", ".join("?" * len(chunk))
+        sql = _SQLITE_DELETE.format(key=key, marks=marks)
+        deleted += execute(db, sql, (app_name, user_id, *chunk)).rowcount
+    return deleted
+
+
+def _sqlite_write(
+    db: Any, app_name: str, user_id: str, rows: Sequence[Any], gone: Sequence[str]
+) -> None:
+    """A list of memories written as one SQLite transaction (a batch)."""
+    execute(db, "BEGIN IMMEDIATE")
+    try:
+        _sqlite_delete(db, app_name, user_id, "id", gone)
+        if rows:
+            db.cursor().executemany(_SQLITE_UPSERT, rows)
+        execute(db, "COMMIT")
+    except BaseException:
+        rollback_quietly(db)
+        raise
+
+
 def one_round_trip(dialect: str, rows: int) -> bool:
-    """Whether :func:`replace_session_memories` takes ``rows`` rows on ``dialect``
-    (PostgreSQL: one statement's arrays, at most :data:`~.constructs.CHUNK` rows;
-    longer sessions are written a chunk per statement in a transaction)."""
+    """Whether the writes here take ``rows`` rows on ``dialect`` (PostgreSQL: one
+    statement's arrays, at most :data:`~.constructs.CHUNK` rows; more are written a
+    chunk per statement in a transaction, :func:`.memory.upsert_memories`)."""
     return dialect != "postgresql" or rows <= CHUNK
 
 
@@ -201,3 +247,28 @@ async def replace_session_memories(conn: AsyncConnection, write: SessionMemories
     if conn.dialect.name == "postgresql":
         return await _postgres_replace(conn, write)
     return await run_batch(conn, _sqlite_replace, write)
+
+
+async def write_memories(
+    conn: AsyncConnection,
+    *,
+    app_name: str,
+    user_id: str,
+    rows: Sequence[dict[str, Any]],
+    gone: Sequence[str] = (),
+) -> None:
+    """Delete the user's memories with the ids ``gone``, then upsert ``rows`` (as
+    :func:`.memory.upsert_memories`: unchanged rows are not rewritten; of rows with
+    the same id, the last wins), atomically in one round trip.
+
+    ``conn`` must be outside any transaction (PostgreSQL: in AUTOCOMMIT mode). Every
+    row must be of the user, as many as :func:`one_round_trip` allows, and none of
+    their ids in ``gone``.
+    """
+    if conn.dialect.name == "postgresql":
+        latest: dict[str, dict[str, Any]] = {}
+        for row in rows:  # one statement may not update a row twice
+            latest[row["id"]] = row
+        await _postgres_write(conn, app_name, user_id, list(latest.values()), gone)
+        return
+    await run_batch(conn, _sqlite_write, app_name, user_id, rows, gone)
