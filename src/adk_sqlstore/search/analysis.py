@@ -249,7 +249,10 @@ class _Stemmers(threading.local):
     def stem(self, language: str, word: str) -> str:
         stemmer = self.by_language.get(language)
         if stemmer is None:
-            stemmer = self.by_language[language] = Stemmer.Stemmer(language)
+            # No cache of its own (the analyzers remember their chunks' terms): its
+            # default one, of 10,000 words, purged whenever full, made each new word
+            # about three times slower once a text had seen that many.
+            stemmer = self.by_language[language] = Stemmer.Stemmer(language, 0)
         return str(stemmer.stemWord(word))
 
 
