@@ -26,6 +26,7 @@ from ..models import EventLike, SessionLike
 from ..sessions.codec import SessionCodec
 from ..sessions.reading import SessionKey, read_session, session_key
 from ..sql import memory as sql
+from ..sql.ingest import SessionMemories, one_round_trip, replace_session_memories
 from ..sql.sessions import lock_session
 from ..store import Store
 from ..validation import check_count, check_identifier, check_session
@@ -81,7 +82,10 @@ async def ingest_session(
 ) -> IngestReport:
     """Replace the memories of ``session`` with one per event carrying text, in one
     transaction; see :meth:`adk_sqlstore.SqlMemoryService.add_session_to_memory`.
-    With ``hybrid``, the memories are embedded before the transaction opens."""
+    Without ``hybrid`` that transaction is one round trip
+    (:func:`~adk_sqlstore.sql.ingest.replace_session_memories`) unless the session
+    changed since it was loaded; with ``hybrid``, the memories are embedded before the
+    transaction opens."""
     check_session(session)
     key = session_key(session.app_name, session.user_id, session.id)
     token = codec.models.token_of(session)
@@ -93,6 +97,15 @@ async def ingest_session(
             token, events = codec.models.token_of(whole), list(whole.events)
     revision, now = token.revision, time.time()
     memory_rows = rows.from_events(**key, events=events, custom_metadata=None, now=now)
+    if hybrid is None and one_round_trip(store.engine.dialect.name, len(memory_rows)):
+        write = SessionMemories(
+            **key, incarnation=token.incarnation, revision=revision, rows=memory_rows, now=now
+        )
+        async with store.autocommit() as conn:
+            deleted = await replace_session_memories(conn, write)
+        if deleted is not None:
+            return IngestReport(sessions=1, events=len(memory_rows), deleted=deleted)
+        # the session changed or went since it was loaded: as below, in a transaction
     prepared = None if hybrid is None else await hybrid.prepare(memory_rows)
     async with store.transaction(write=True) as conn:
         if token.incarnation is not None:

@@ -30,6 +30,7 @@ Redactor: TypeAlias = Callable[[str], str] | str | re.Pattern[str]
 # Unicode hyphens and dashes, minus), soft hyphens and zero-width characters.
 _SEPARATORS = "[\\s\x00\\-\u00ad\u2010-\u2015\u2212\u200b-\u200d\u2060\ufeff]"
 _CARD_CANDIDATE = re.compile(rf"(?<![\d])\d(?:{_SEPARATORS}{{0,3}}\d){{12,18}}(?![\d])")
+_DIGIT = re.compile(r"\d")  # a quick look first: most text holds no digit at all
 
 
 def luhn_valid(digits: str) -> bool:
@@ -55,6 +56,8 @@ def mask_card_numbers(text: str) -> str:
             return f"[card ending {''.join(str(int(d)) for d in digits[-4:])}]"
         return match.group(0)
 
+    if _DIGIT.search(text) is None:  # the candidate pattern tries every position
+        return text
     return _CARD_CANDIDATE.sub(mask, text)
 
 

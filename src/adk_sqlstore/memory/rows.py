@@ -8,6 +8,7 @@ the text and the author before anything reaches the memory table.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
@@ -16,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import to_json
 
 from ..errors import InvalidMemoryError
 from ..models import Content, EventLike, Part
@@ -29,13 +31,79 @@ __all__ = ["MemoryRows", "as_models", "check_metadata", "iso_time", "memory_id"]
 _MEMORY_NAMESPACE = uuid.UUID("6f1c2d4e-8a9b-4c3d-9e2f-0a1b2c3d4e5f")
 
 
+class _MemoryIds:
+    """The memory ids of one session's events: UUID5 of their address, with the SHA-1
+    of the namespace and the session's part taken once (``uuid.uuid5`` per event made
+    the whole hash and a ``UUID`` object each time; the same ids:
+    tests/test_memory_rows.py).
+    """
+
+    def __init__(self, app_name: str, user_id: str, session_id: str | None) -> None:
+        prefix = f"{app_name}\x00{user_id}\x00{session_id or ''}\x00"
+        self._prefix = hashlib.sha1(
+            _MEMORY_NAMESPACE.bytes + prefix.encode(), usedforsecurity=False
+        )
+
+    def of(self, event_id: str) -> str:
+        sha = self._prefix.copy()
+        sha.update(event_id.encode())
+        raw = bytearray(sha.digest()[:16])
+        raw[6] = (raw[6] & 0x0F) | 0x50  # version 5
+        raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC 4122 variant
+        h = raw.hex()
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def memory_id(app_name: str, user_id: str, session_id: str | None, event_id: str) -> str:
     """The stable id of the memory made from one event (UUID5 of its address)."""
-    return str(
-        uuid.uuid5(
-            _MEMORY_NAMESPACE, f"{app_name}\x00{user_id}\x00{session_id or ''}\x00{event_id}"
-        )
-    )
+    return _MemoryIds(app_name, user_id, session_id).of(event_id)
+
+
+def _content_json(role: Any, text: str) -> str:
+    """The stored ``content``: ``Content(role=role, parts=[Part(text=text)])`` as
+    ``model_dump_json(exclude_none=True)`` writes it, by the same serializer without
+    building the two models when both are plain strings (or no role)."""
+    if type(text) is str and (role is None or type(role) is str):
+        part = {"text": text}
+        return to_json(
+            {"parts": [part]} if role is None else {"role": role, "parts": [part]}
+        ).decode()
+    return Content(role=role, parts=[Part(text=text)]).model_dump_json(exclude_none=True)
+
+
+class _Batch:
+    """What the rows of one call share: their user, the time of writing and the
+    metadata (checked and made JSON at the first row, as each row did before)."""
+
+    __slots__ = ("_json", "_metadata", "app_name", "now", "scope", "user_id")
+
+    def __init__(
+        self,
+        app_name: str,
+        user_id: str,
+        now: float,
+        custom_metadata: Mapping[str, Any] | None,
+        *,
+        scope: str | None = None,
+    ) -> None:
+        self.app_name = app_name
+        self.user_id = user_id
+        self.now = now
+        self.scope = scope if scope is not None else search_scope(app_name, user_id)
+        self._metadata = custom_metadata
+        self._json: str | None = None
+
+    def metadata_json(self) -> str:
+        """The metadata as stored.
+
+        Raises:
+            InvalidStateError: it is not exact JSON.
+        """
+        if self._json is None:
+            metadata = dict(self._metadata or {})
+            check_json_value("custom_metadata", metadata, "memory field")
+            self._json = json.dumps(metadata, ensure_ascii=False, allow_nan=False)
+        return self._json
 
 
 def iso_time(timestamp: float) -> str:
@@ -156,35 +224,47 @@ class MemoryRows:
         check_identifier("memory id", memory_id)
         if event_id is not None:
             check_identifier("event id", event_id)
+        batch = _Batch(app_name, user_id, now, custom_metadata)
+        return self._row(batch, memory_id, session_id, event_id, author, timestamp, text, role)
+
+    def _row(
+        self,
+        batch: _Batch,
+        memory_id: str,
+        session_id: str | None,
+        event_id: str | None,
+        author: str | None,
+        timestamp: float,
+        text: str,
+        role: str | None,
+    ) -> dict[str, Any] | None:
+        """:meth:`row` once its ids are checked."""
         if author is not None:
             check_text_field("memory author", author)
             author = self.filter(valid_unicode(author))  # it is stored and indexed too
         check_timestamp("memory timestamp", timestamp)
-        metadata = dict(custom_metadata or {})
-        check_json_value("custom_metadata", metadata, "memory field")
+        metadata = batch.metadata_json()
         filtered = self.filter(valid_unicode(text))
         if not filtered.strip():
             return None
         indexed = indexed_text(author, filtered)
         terms = self.analyzer.index_terms(indexed)
         return {
-            "app_name": app_name,
-            "user_id": user_id,
+            "app_name": batch.app_name,
+            "user_id": batch.user_id,
             "id": memory_id,
             "session_id": session_id,
             "event_id": event_id,
             "author": author,
             "timestamp": timestamp,
-            "content": Content(role=role, parts=[Part(text=filtered)]).model_dump_json(
-                exclude_none=True
-            ),
+            "content": _content_json(role, filtered),
             "text": indexed,
             "terms": " ".join(terms),
             "analysis": self.analyzer.signature,
             "token_count": len(terms),
-            "custom_metadata": json.dumps(metadata, ensure_ascii=False, allow_nan=False),
-            "search_scope": search_scope(app_name, user_id),
-            "update_time": now,
+            "custom_metadata": metadata,
+            "search_scope": batch.scope,
+            "update_time": batch.now,
         }
 
     def from_events(
@@ -198,24 +278,30 @@ class MemoryRows:
         now: float,
     ) -> list[dict[str, Any]]:
         """One row per event that carries text (partial events skipped; a repeated
-        event id keeps its last version)."""
+        event id keeps its last version).
+
+        Raises:
+            InvalidIdentifierError, InvalidEventError, InvalidStateError: as
+                :meth:`row`, for the first event that cannot be stored.
+        """
+        batch = _Batch(app_name, user_id, now, custom_metadata)
+        ids = _MemoryIds(app_name, user_id, session_id)
         rows: dict[str, dict[str, Any]] = {}
         for event in events:
             if event.partial:
                 continue
-            mid = memory_id(app_name, user_id, session_id, event.id)
-            row = self.row(
-                app_name=app_name,
-                user_id=user_id,
-                memory_id=mid,
-                session_id=session_id,
-                event_id=event.id,
-                author=event.author or None,
-                timestamp=float(event.timestamp),
-                text=text_of(event.content),
-                role=getattr(event.content, "role", None),
-                custom_metadata=custom_metadata,
-                now=now,
+            check_identifier("event id", event.id)  # before it is hashed into the memory id
+            mid = ids.of(event.id)
+            content = event.content
+            row = self._row(
+                batch,
+                mid,
+                session_id,
+                event.id,
+                event.author or None,
+                float(event.timestamp),
+                text_of(content),
+                getattr(content, "role", None),
             )
             rows.pop(mid, None)
             if row is not None:
@@ -238,23 +324,24 @@ class MemoryRows:
             InvalidMemoryError: an entry's timestamp is not ISO 8601.
         """
         rows = []
+        scope = search_scope(app_name, user_id)
         for entry in entries:
             metadata = {
                 **(custom_metadata or {}),
                 **(getattr(entry, "custom_metadata", None) or {}),
             }
-            row = self.row(
-                app_name=app_name,
-                user_id=user_id,
-                memory_id=entry.id or str(uuid.uuid4()),
-                session_id=None,
-                event_id=None,
-                author=entry.author,
-                timestamp=_epoch(entry.timestamp),
-                text=text_of(entry.content),
-                role=getattr(entry.content, "role", None),
-                custom_metadata=metadata,
-                now=now,
+            mid = entry.id or str(uuid.uuid4())
+            timestamp = _epoch(entry.timestamp)
+            check_identifier("memory id", mid)
+            row = self._row(
+                _Batch(app_name, user_id, now, metadata, scope=scope),
+                mid,
+                None,
+                None,
+                entry.author,
+                timestamp,
+                text_of(entry.content),
+                getattr(entry.content, "role", None),
             )
             if row is not None:
                 rows.append(row)

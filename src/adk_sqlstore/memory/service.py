@@ -35,6 +35,7 @@ from ..sessions.reading import read_session, session_key
 from ..sessions.retention import forget_user
 from ..sql import memory as sql
 from ..sql.embeddings import VectorStorage
+from ..sql.ingest import one_round_trip, write_memories
 from ..store import OnStore, Store, write_completes
 from ..validation import (
     DEFAULT_MAX_EVENT_BYTES,
@@ -261,14 +262,7 @@ class SqlMemoryService(MemoryJobs, OnStore):
         textless = {
             memory_id(app_name, user_id, session_id, e.id) for e in checked if not e.partial
         } - {row["id"] for row in rows}
-        prepared = await self._prepare(rows)
-        async with self._store.transaction(write=True) as conn:
-            if textless:
-                await sql.delete_memories(
-                    conn, app_name=app_name, user_id=user_id, memory_ids=sorted(textless)
-                )
-            await sql.upsert_memories(conn, rows)
-            await self._write_vectors(conn, prepared, app_name, user_id)
+        await self._write(app_name, user_id, rows, gone=sorted(textless))
         return len(rows)
 
     @telemetry.traced("add_memory", rows=telemetry.counted)
@@ -308,11 +302,25 @@ class SqlMemoryService(MemoryJobs, OnStore):
             custom_metadata=custom_metadata,
             now=time.time(),
         )
+        await self._write(app_name, user_id, rows)
+        return [row["id"] for row in rows]
+
+    async def _write(
+        self, app_name: str, user_id: str, rows: list[dict[str, Any]], gone: Sequence[str] = ()
+    ) -> None:
+        """Delete the memories of ids ``gone`` and upsert ``rows`` with their vectors, in
+        one transaction: one round trip without an embedder
+        (:func:`~adk_sqlstore.sql.ingest.write_memories`)."""
+        if self._hybrid is None and one_round_trip(self._store.engine.dialect.name, len(rows)):
+            async with self._store.autocommit() as conn:
+                await write_memories(conn, app_name=app_name, user_id=user_id, rows=rows, gone=gone)
+            return
         prepared = await self._prepare(rows)
         async with self._store.transaction(write=True) as conn:
+            if gone:
+                await sql.delete_memories(conn, app_name=app_name, user_id=user_id, memory_ids=gone)
             await sql.upsert_memories(conn, rows)
             await self._write_vectors(conn, prepared, app_name, user_id)
-        return [row["id"] for row in rows]
 
     # -- reading ------------------------------------------------------------------------
 

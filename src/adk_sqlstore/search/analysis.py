@@ -82,6 +82,7 @@ query that cuts a word differently from the segmenter finds nothing).
 
 from __future__ import annotations
 
+import re
 import threading
 import unicodedata
 from functools import cache, lru_cache
@@ -135,6 +136,7 @@ _LETTERS_ALONE = frozenset("abcdefghijklmnopqrstuvwxyz")  # "I'm" -> m: no word 
 _PERSIAN = regex.compile(r"[\u067e\u0686\u0698\u06af]")  # pe, che, zhe, gaf
 _URDU = regex.compile(r"[\u0679\u0688\u0691\u06ba\u06be\u06c1\u06c3\u06d2]")
 _CACHED_CHUNKS = 50_000  # chunks (mostly words) whose terms each analyzer remembers
+_CACHED_FIRSTS = 10_000  # first characters whose script each analyzer remembers
 _LONGEST_RUN_TERM = 16  # a longer run of one script is a clause, not a word
 
 _FLAG = r"[\U0001F1E6-\U0001F1FF]{2}"  # a pair of regional indicators: a flag
@@ -143,6 +145,15 @@ _CHUNK = regex.compile(rf"[\w.@/\\:\-+#~%=?&]+|{_FLAG}|\p{{Extended_Pictographic
 # joiners, variation selectors, ... (Unicode's Default_Ignorable_Code_Point; removed
 # as NFKC_Casefold removes them, so "soft\u00adware" is "software").
 _IGNORABLE = regex.compile(r"\p{Default_Ignorable_Code_Point}+")
+# ASCII text: NFKC and the ignorable code points change none of it, a chunk is a run of
+# the ASCII characters _CHUNK takes (letters, digits and the connectors; no ASCII
+# character is pictographic), and a digit is 0-9 (tests/test_analysis_equivalence.py).
+_ASCII_CHUNK_CHARS = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.@/\\:-+#~%=?&"
+)
+_ASCII_GAPS = str.maketrans({chr(c): " " for c in range(128) if chr(c) not in _ASCII_CHUNK_CHARS})
+_ASCII_DIGIT = re.compile("[0-9]")
+_DIGIT = regex.compile(r"\d")  # every match of _GROUPED_DIGITS and _THOUSANDS holds one
 _EDGE = ".@/\\:-+#~%=?&_"
 _SEGMENT_SPLIT = regex.compile(r"[/\\@:?&=]+")
 _WORD = regex.compile(r"[^\W_]+")
@@ -238,7 +249,10 @@ class _Stemmers(threading.local):
     def stem(self, language: str, word: str) -> str:
         stemmer = self.by_language.get(language)
         if stemmer is None:
-            stemmer = self.by_language[language] = Stemmer.Stemmer(language)
+            # No cache of its own (the analyzers remember their chunks' terms): its
+            # default one, of 10,000 words, purged whenever full, made each new word
+            # about three times slower once a text had seen that many.
+            stemmer = self.by_language[language] = Stemmer.Stemmer(language, 0)
         return str(stemmer.stemWord(word))
 
 
@@ -266,7 +280,10 @@ class Analyzer:
         self.signature = f"{ANALYSIS_VERSION}:{language}"
         """Stored with each memory: the analysis its terms come from."""
         self._stop = stop_words(language) if language != "simple" else frozenset()
-        self._chunk_terms = lru_cache(maxsize=_CACHED_CHUNKS)(self._chunk_terms)  # type: ignore[method-assign]
+        # The terms of chunks seen (mostly words), for memories and for queries; each
+        # is emptied when full. Plain dicts: thread-safe for these single operations.
+        self._chunks: tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]] = ({}, {})
+        self._firsts: dict[str, tuple[str, str] | None] = {}  # see _stemmer_for
         own_script = _LANGUAGE_SCRIPTS.get(language, "Latin")
         self._script_stemmers = (
             {}
@@ -281,15 +298,17 @@ class Analyzer:
     def index_terms(self, text: str) -> list[str]:
         """The distinct terms ``text`` is indexed under, in order of first appearance,
         at most :data:`MAX_TERMS_BYTES` of them."""
-        terms: dict[str, None] = {}
+        distinct = dict.fromkeys(self._terms(text, query=False))
+        if 4 * sum(map(len, distinct)) + 8 * len(distinct) <= MAX_TERMS_BYTES:
+            return list(distinct)  # surely within the limit (UTF-8: 4 bytes at most)
+        terms: list[str] = []
         size = 0
-        for term in self._terms(text, query=False):
-            if term not in terms:
-                size += len(term.encode()) + 8
-                if size > MAX_TERMS_BYTES:
-                    break
-                terms[term] = None
-        return list(terms)
+        for term in distinct:
+            size += len(term.encode()) + 8
+            if size > MAX_TERMS_BYTES:
+                break
+            terms.append(term)
+        return terms
 
     def query_terms(self, query: str) -> list[str]:
         """The distinct terms a query searches for, in order (no term: nothing is
@@ -300,22 +319,44 @@ class Analyzer:
     # -- the pipeline -------------------------------------------------------------------
 
     def _terms(self, text: str, *, query: bool) -> list[str]:
+        if text.isascii():  # most text: the same steps without regular expressions
+            chunks = text.translate(_ASCII_GAPS).split()
+            digits = _ASCII_DIGIT.search(text) is not None
+        else:
+            text = _IGNORABLE.sub("", unicodedata.normalize("NFKC", text))
+            chunks = _CHUNK.findall(text)
+            digits = _DIGIT.search(text) is not None
+        out = self._chunks_terms(chunks, query)
+        if digits:
+            for match in _GROUPED_DIGITS.finditer(text):
+                _grouped_digits(match, out)
+            out.extend(m.replace(",", "") for m in _THOUSANDS.findall(text))
+        return out
+
+    def _chunks_terms(self, chunks: list[str], query: bool) -> list[str]:
+        """The terms of each chunk, in order (memoised per analyzer: most chunks are
+        common words)."""
         out: list[str] = []
-        chunk_terms = self._chunk_terms
-        text = _IGNORABLE.sub("", unicodedata.normalize("NFKC", text))
-        for match in _CHUNK.finditer(text):
-            out.extend(chunk_terms(match.group(), query))
-        for match in _GROUPED_DIGITS.finditer(text):
-            _grouped_digits(match, out)
-        out.extend(m.replace(",", "") for m in _THOUSANDS.findall(text))
+        seen = self._chunks[query]
+        for chunk in chunks:
+            terms = seen.get(chunk)
+            if terms is None:
+                terms = self._chunk_terms(chunk, query)
+                if len(seen) >= _CACHED_CHUNKS:
+                    seen.clear()
+                seen[chunk] = terms
+            out += terms
         return out
 
     def _chunk_terms(self, chunk: str, query: bool) -> tuple[str, ...]:
-        """The terms of one chunk (memoised per analyzer: most chunks are common
-        words)."""
+        """The terms of one chunk."""
+        if chunk.isascii() and chunk.isalpha() and (chunk.islower() or chunk.isupper()):
+            out: list[str] = []  # a plain word: the one term _identifier would make
+            self._stemmed(chunk, out)
+            return tuple(out)
         if _PICTOGRAPH.fullmatch(chunk):
             return (chunk,)
-        out: list[str] = []
+        out = []
         chunk = _trim(chunk)
         if chunk:
             self._identifier(chunk, out, query=query)
@@ -371,14 +412,28 @@ class Analyzer:
         out.append(folded)
 
     def _stemmer_for(self, word: str) -> str | None:
+        first = word[:1]  # the script is the first character's
+        if first in self._firsts:
+            found = self._firsts[first]
+        else:
+            found = self._script_stemmer(first)
+            if len(self._firsts) < _CACHED_FIRSTS:
+                self._firsts[first] = found
+        if found is None:
+            return None
+        script, language = found
+        if script == "Arabic" and language == "arabic":
+            if _URDU.search(word):
+                return None
+            if _PERSIAN.search(word) and "persian" in LANGUAGES:
+                return "persian"
+        return language
+
+    def _script_stemmer(self, first: str) -> tuple[str, str] | None:
+        """(script, stemmer language) of a word starting with ``first``, if any."""
         for script, language in self._script_stemmers.items():
-            if _SCRIPT_OF[script].match(word):
-                if script == "Arabic" and language == "arabic":
-                    if _URDU.search(word):
-                        return None
-                    if _PERSIAN.search(word) and "persian" in LANGUAGES:
-                        return "persian"
-                return language
+            if _SCRIPT_OF[script].match(first):
+                return script, language
         return None
 
 

@@ -30,7 +30,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def valid_unicode(text: str) -> str:
     """``text`` with lone surrogates (not encodable as UTF-8) replaced by U+FFFD."""
-    return _SURROGATE.sub("\ufffd", text)
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
 
 
 def text_of(content: Any) -> str:

@@ -14,6 +14,7 @@ statement on a user's rows filters by ``(app_name, user_id)`` itself.
 - :mod:`.hot_paths`: an append and a session load, each one database round trip;
 - :mod:`.retention`: pruning old sessions and forgetting a user;
 - :mod:`.memory`: memories, ingestion records, idle sessions;
+- :mod:`.ingest`: a session's memories replaced in one round trip;
 - :mod:`.search`: the reads of a memory search, per dialect;
 - :mod:`.maintenance`: purging deleted text (SQLite's index and write-ahead log,
   PostgreSQL's statistics);

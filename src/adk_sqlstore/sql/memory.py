@@ -16,6 +16,9 @@ from ..schema import memories, memory_ingestions, sessions
 from .constructs import chunks, upsert
 
 __all__ = [
+    "MEMORY_COMPARED",
+    "MEMORY_UPDATABLE",
+    "PG_COLUMN_TYPES",
     "count_idle_sessions",
     "count_memories_to_reindex",
     "delete_memories",
@@ -29,7 +32,7 @@ __all__ = [
     "upsert_memories",
 ]
 
-_MEMORY_UPDATABLE = (
+MEMORY_UPDATABLE = (
     "session_id",
     "event_id",
     "author",
@@ -43,7 +46,8 @@ _MEMORY_UPDATABLE = (
     "search_scope",
     "update_time",
 )
-_MEMORY_COMPARED = (
+"""The columns an upsert of a memory sets (all but its key)."""
+MEMORY_COMPARED = (
     "session_id",
     "event_id",
     "author",
@@ -52,20 +56,24 @@ _MEMORY_COMPARED = (
     "custom_metadata",
     "analysis",
 )
+"""The columns whose change makes an upsert rewrite (and re-index) a stored memory."""
 
-_PG_TYPES = {
+PG_COLUMN_TYPES = {
     "timestamp": "DOUBLE PRECISION",
     "update_time": "DOUBLE PRECISION",
     "token_count": "INTEGER",
 }
+"""PostgreSQL types of the memory columns that are not TEXT (for arrays of them)."""
 _PG_UPSERT = text(
-    f"INSERT INTO {memories.name} (app_name, user_id, id, {', '.join(_MEMORY_UPDATABLE)})"
+    f"INSERT INTO {memories.name} (app_name, user_id, id, {', '.join(MEMORY_UPDATABLE)})"
     " SELECT CAST(:app_name AS TEXT), CAST(:user_id AS TEXT), * FROM unnest("
-    + ", ".join(f"CAST(:{c} AS {_PG_TYPES.get(c, 'TEXT')}[])" for c in ("id", *_MEMORY_UPDATABLE))
+    + ", ".join(
+        f"CAST(:{c} AS {PG_COLUMN_TYPES.get(c, 'TEXT')}[])" for c in ("id", *MEMORY_UPDATABLE)
+    )
     + ") ON CONFLICT (app_name, user_id, id) DO UPDATE SET "
-    + ", ".join(f"{c} = EXCLUDED.{c}" for c in _MEMORY_UPDATABLE)
+    + ", ".join(f"{c} = EXCLUDED.{c}" for c in MEMORY_UPDATABLE)
     + " WHERE "
-    + " OR ".join(f"{memories.name}.{c} IS DISTINCT FROM EXCLUDED.{c}" for c in _MEMORY_COMPARED)
+    + " OR ".join(f"{memories.name}.{c} IS DISTINCT FROM EXCLUDED.{c}" for c in MEMORY_COMPARED)
 )
 """One user's memories as arrays, one per column (the user's ``:app_name`` and
 ``:user_id`` bound once: the statement names its one user)."""
@@ -120,7 +128,7 @@ async def upsert_memories(conn: AsyncConnection, rows: Sequence[dict[str, Any]])
             by_user.setdefault((row["app_name"], row["user_id"]), {})[row["id"]] = row
         for (app_name, user_id), latest in by_user.items():
             for chunk in chunks(list(latest.values())):
-                columns = {c: [r[c] for r in chunk] for c in ("id", *_MEMORY_UPDATABLE)}
+                columns = {c: [r[c] for r in chunk] for c in ("id", *MEMORY_UPDATABLE)}
                 await conn.execute(
                     _PG_UPSERT, {"app_name": app_name, "user_id": user_id, **columns}
                 )
@@ -129,8 +137,8 @@ async def upsert_memories(conn: AsyncConnection, rows: Sequence[dict[str, Any]])
         conn.dialect,
         memories,
         key=("app_name", "user_id", "id"),
-        update=_MEMORY_UPDATABLE,
-        only_if_changed=_MEMORY_COMPARED,
+        update=MEMORY_UPDATABLE,
+        only_if_changed=MEMORY_COMPARED,
     )
     for chunk in chunks(rows):
         await conn.execute(stmt, list(chunk))
