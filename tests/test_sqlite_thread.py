@@ -5,8 +5,10 @@ else the same batch through SQLAlchemy's adapter, with the same results and erro
 from __future__ import annotations
 
 import asyncio
+import gc
 import shutil
 import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,8 @@ from adk_sqlstore import (
     SqlSessionService,
     StaleSessionError,
 )
+from adk_sqlstore.engine import create_engine
+from adk_sqlstore.migration import upgrade
 from adk_sqlstore.sql import sqlite_thread
 
 pytestmark = pytest.mark.sqlite
@@ -131,3 +135,22 @@ async def test_the_held_connection_serves_appends_and_goes_back_at_close(sqlite_
             break
         await asyncio.sleep(0.02)
     assert {t.ident for t in threading.enumerate()} <= before
+
+
+async def test_a_store_closed_after_its_engine_was_disposed_leaves_no_connection_open(
+    sqlite_url: str,
+) -> None:
+    # engine.dispose() (SQLAlchemy's) leaves checked-out connections to the pool it
+    # replaces; the held one is closed when the store closes, not left to the garbage
+    # collector (aiosqlite: "was deleted before being closed", a ResourceWarning).
+    engine = create_engine(sqlite_url)
+    await upgrade(engine)
+    service = SqlSessionService(engine)
+    session = await service.create_session(app_name="app", user_id="u")
+    await service.append_event(session, Event(author="user", invocation_id="i"))
+    await engine.dispose()
+    await service.close()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gc.collect()
+    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []

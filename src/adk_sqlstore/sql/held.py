@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.pool import Pool
 
 __all__ = ["HeldConnection"]
 
@@ -24,6 +25,7 @@ class HeldConnection:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
         self._conn: AsyncConnection | None = None
+        self._pool: Pool | None = None  # the pool self._conn was checked out of
         self._busy = False
 
     @contextlib.asynccontextmanager
@@ -36,6 +38,7 @@ class HeldConnection:
         self._busy = True
         try:
             if self._conn is None:
+                self._pool = self._engine.sync_engine.pool
                 self._conn = await self._engine.connect()
             conn = self._conn
             try:
@@ -50,10 +53,16 @@ class HeldConnection:
             self._busy = False
 
     async def release(self) -> None:
-        """Return the connection to the pool (before the pool is disposed)."""
+        """Return the connection to the pool (before the pool is disposed); close it
+        instead where the engine was disposed meanwhile (``engine.dispose()`` leaves
+        checked-out connections to the pool it replaced, which nothing would close)."""
         conn, self._conn = self._conn, None
-        if conn is not None:
-            await _close_quietly(conn)
+        if conn is None:
+            return
+        if self._engine.sync_engine.pool is not self._pool:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(conn.invalidate())
+        await _close_quietly(conn)
 
 
 async def _close_quietly(conn: AsyncConnection) -> None:
