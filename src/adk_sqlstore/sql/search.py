@@ -164,11 +164,11 @@ def fts5_string(term: str) -> str:
 
 def fts5_match(scope: str, groups: Sequence[Sequence[str]]) -> str:
     """An FTS5 MATCH expression for the rows of one user's scope token holding every
-    token of one of ``groups``."""
+    token of one of ``groups`` (the table's one column holds both: migration 0006)."""
     joined = " OR ".join(
-        "(" + " AND ".join(f"terms : {fts5_string(t)}" for t in group) + ")" for group in groups
+        "(" + " AND ".join(fts5_string(t) for t in group) + ")" for group in groups
     )
-    return f"search_scope : {fts5_string(scope)} AND ({joined})"
+    return f"{fts5_string(scope)} AND ({joined})"
 
 
 def tsquery_of(groups: Sequence[Sequence[str]]) -> str:
