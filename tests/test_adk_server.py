@@ -269,6 +269,7 @@ def test_sqlstore_default_uri_is_the_embedded_file(server: Any, tmp_path: Path) 
     assert f"adk-sqlstore session service: SQLite file {embedded}" in one.log.read_text()
 
 
+@pytest.mark.soak  # two server starts (about 12 s); make test-all (CI) runs it
 def test_sqlstore_sqlite_uri_is_relative_to_the_working_directory(
     server: Any, tmp_path: Path
 ) -> None:
@@ -290,6 +291,7 @@ def test_sqlstore_sqlite_uri_with_an_absolute_path(server: Any, tmp_path: Path) 
     assert path.is_file() and not (tmp_path / "work" / "abs.db").exists()
 
 
+@pytest.mark.soak  # server starts (about 30 s); make test-all (CI) runs it
 @pytest.mark.postgres
 def test_sqlstore_postgresql_uri_stops_at_start_up_until_migrated(
     server: Any, postgres_factory: PostgresFactory
@@ -317,6 +319,7 @@ def test_sqlstore_postgresql_uri_stops_at_start_up_until_migrated(
     _session_survives_a_restart(server(uri))
 
 
+@pytest.mark.soak  # two server starts (about 13 s); make test-all (CI) runs it
 @pytest.mark.postgres
 def test_sqlstore_postgresql_uri_with_auto_migrate(
     server: Any, postgres_factory: PostgresFactory

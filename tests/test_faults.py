@@ -313,6 +313,7 @@ async def test_cancelled_ingestion_never_half_writes(
 # -- SQLite lock contention ----------------------------------------------------------------
 
 
+@pytest.mark.soak  # 6 processes (about 11 s); make test-all (CI) runs it
 @pytest.mark.sqlite
 def test_sqlite_writers_in_several_processes_never_see_database_is_locked(
     sqlite_url: str, figures: Figures

@@ -305,6 +305,7 @@ async def test_a_session_from_url_engine_lets_memory_migrate_the_embedded_defaul
         assert (await memory.search_memory(app_name="a", user_id="u", query="hi")).memories == []
 
 
+@pytest.mark.soak  # processes (about 6 s); make test-all (CI) runs it
 @pytest.mark.postgres
 def test_processes_auto_migrating_one_new_database_together(
     postgres_factory: PostgresFactory,
