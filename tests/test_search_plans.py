@@ -268,7 +268,10 @@ async def test_every_plan_gives_the_exact_top_k(
 
 
 def _plan_case(
-    docs: list[tuple[int, float, frozenset[str], int]], query: list[str], k: int
+    docs: list[tuple[int, float, frozenset[str], int]],
+    query: list[str],
+    k: int,
+    round_trips: bool = False,
 ) -> tuple[list[Any], list[Any], int]:
     """The planner's answer over ``docs`` (pk, timestamp, terms, length) through a
     reader with the SQL's semantics, and the brute-force answer, and the reads made."""
@@ -313,7 +316,11 @@ def _plan_case(
 
     per_class = Counter(classes.values())
     sizes = [per_class[low] for low in LENGTH_CLASSES]
-    got = asyncio.run(planner.rank(terms, n, avgdl, sizes, k, read)) if terms else []
+    got = (
+        asyncio.run(planner.rank(terms, n, avgdl, sizes, k, read, round_trips=round_trips))
+        if terms
+        else []
+    )
     names = {t.text for t in terms}
     expected = sorted(((score(d), d[1], d[0]) for d in docs if names & d[2]), reverse=True)
     return got, expected[:k], reads
@@ -334,13 +341,20 @@ def listed_corpora(draw: st.DrawFn) -> tuple[list[Any], list[str], int]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(case=listed_corpora(), read_rows=st.sampled_from([1, 30, 300]))
-def test_the_plan_is_the_exact_top_k_whatever_the_shares(case: Any, read_rows: int) -> None:
+@given(
+    case=listed_corpora(),
+    read_rows=st.sampled_from([1, 30, 300]),
+    round_trips=st.booleans(),
+)
+def test_the_plan_is_the_exact_top_k_whatever_the_shares(
+    case: Any, read_rows: int, round_trips: bool
+) -> None:
     """Words held by none, a few, most or all memories, lengths across every class, tied
-    timestamps, a plan splitting nodes of 1, 30 or 300 expected memories: the top k
-    is the brute-force one, in order."""
+    timestamps, a plan splitting nodes of 1, 30 or 300 expected memories (three times
+    that, in waves of k, where each wave is a round trip): the top k is the
+    brute-force one, in order."""
     docs, query, k = case
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(planner, "READ_ROWS", read_rows)
-        got, expected, _ = _plan_case(docs, query, k)
+        got, expected, _ = _plan_case(docs, query, k, round_trips)
     assert got == expected

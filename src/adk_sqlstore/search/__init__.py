@@ -113,7 +113,15 @@ async def _lexical(
     async def read(reads: Sequence[Read], wanted: int) -> list[ReadRow]:
         return await search.read(terms, stats.avgdl, reads, wanted)
 
-    return await rank(terms, stats.n, stats.avgdl, stats.class_sizes, limit, read)
+    return await rank(
+        terms,
+        stats.n,
+        stats.avgdl,
+        stats.class_sizes,
+        limit,
+        read,
+        round_trips=conn.dialect.name == "postgresql",
+    )
 
 
 async def _rows(

@@ -44,6 +44,12 @@ __all__ = ["READ_ROWS", "Reader", "rank"]
 
 READ_ROWS = 300
 """A node expected to hold at most this many memories is read whole, not split."""
+ROUND_TRIP_READS = 3
+"""Where each wave is a round trip to a server (PostgreSQL), a node is read whole up to
+this many times :data:`READ_ROWS`, and a wave is filled to k memories rather than 2k:
+fewer, bigger reads (measured on a 100,000-memory user, 2 vCPUs: p50/p95 11/29 ms
+with 300 rows and 2k, 10/26 ms with 1,000 rows and k; on SQLite, in-process, no
+difference showed)."""
 _MAX_READS = 64  # reads of one search; past it, what is left is read whole
 _WAVE_FILL = 2  # a wave holds nodes until they may hold this many times k memories
 _SLACK = 1e-9  # above a bound: scores are rounded half up to 1e-9 (lexical.rounded)
@@ -180,18 +186,23 @@ async def rank(
     class_sizes: Sequence[int],
     limit: int,
     read: Reader,
+    *,
+    round_trips: bool = False,
 ) -> list[Scored]:
     """The exact top ``limit`` (score, timestamp, pk), best first, of the memories
     holding any of ``terms`` (rarest first, with their idf), among ``n`` memories of
     mean length ``avgdl`` whose numbers per length class are ``class_sizes``, through
-    ``read`` (see the module docstring)."""
+    ``read`` (see the module docstring). ``round_trips``: each call of ``read`` is a
+    round trip to a server (see :data:`ROUND_TRIP_READS`)."""
+    read_rows = READ_ROWS * ROUND_TRIP_READS if round_trips else READ_ROWS
+    fill = 1 if round_trips else _WAVE_FILL
     plan = _Plan(terms, n, avgdl, class_sizes)
     root = plan.node((), (), 0, (0, _CLASSES - 1))
     heap = [root] if root is not None else []
     found: list[Scored] = []
     reads = 0
     while heap:
-        wave = _wave(plan, heap, found, limit, whole=reads >= _MAX_READS)
+        wave = _wave(plan, heap, found, limit, read_rows, fill, whole=reads >= _MAX_READS)
         if not wave:
             break
         reads += len(wave)
@@ -202,20 +213,28 @@ async def rank(
 
 
 def _wave(
-    plan: _Plan, heap: list[_Node], found: list[Scored], limit: int, *, whole: bool
+    plan: _Plan,
+    heap: list[_Node],
+    found: list[Scored],
+    limit: int,
+    read_rows: int,
+    fill: float,
+    *,
+    whole: bool,
 ) -> list[Read]:
-    """The next wave's reads: nodes taken best bound first, big ones split, until the
-    reads may fill the top k; nodes that cannot beat the k-th score found are dropped.
-    ``whole``: read every node left whole (the read budget is spent)."""
+    """The next wave's reads: nodes taken best bound first, those of more than
+    ``read_rows`` expected memories split, until the reads may hold ``fill`` times the
+    top k; nodes that cannot beat the k-th score found are dropped. ``whole``: read
+    every node left whole (the read budget is spent)."""
     kth = found[limit - 1][0] if len(found) >= limit else -math.inf
     wave: list[Read] = []
     expected = 0.0
-    while heap and expected < _WAVE_FILL * limit:
+    while heap and expected < fill * limit:
         if -heap[0].neg_bound * (1 + 1e-12) + _SLACK < kth:
             heap.clear()  # every node left is bounded by this one
             break
         node = heapq.heappop(heap)
-        if node.size > READ_ROWS and not whole and plan.splittable(node):
+        if node.size > read_rows and not whole and plan.splittable(node):
             for child in plan.children(node):
                 heapq.heappush(heap, child)
             continue
