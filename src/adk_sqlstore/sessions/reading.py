@@ -113,27 +113,43 @@ async def list_page(
             after=after,
             limit=None if limit is None else limit + 1,
         )
-        app: dict[str, Any] = {}
-        users: dict[str, dict[str, Any]] = {}
-        session_states: dict[tuple[str, str], dict[str, Any]] = {}
-        listed: list[ListedRow] = []
-        for part, u, s, k, v, n, t in rows:
-            if part == 2:
-                listed.append((u, s, k, n, t))
-            elif part == 3:
-                session_states.setdefault((u, s), {})[k] = json.loads(v)
-            elif part == 1:
-                users.setdefault(u, {})[k] = json.loads(v)
-            else:
-                app[k] = json.loads(v)
+        app, users, session_states, listed = _parse_listing(rows)
+        del rows  # read: the rows' tuples go before the objects are made
         more = limit is not None and len(listed) > limit
-        listed = listed[:limit]
-        sessions = models.build_listed(
-            app_name, listed, _listed_states(listed, app, users, session_states)
-        )
+        if more:
+            del listed[limit:]
+        states = _listed_states(listed, app, users, session_states)
+        sessions = models.build_listed(app_name, listed, states)
         last = listed[-1] if more else None
         token = encode_page_token(last[4], last[0], last[1]) if last else None
         return models.list_response(sessions, token)
+
+
+def _parse_listing(
+    rows: list[tuple[Any, ...]],
+) -> tuple[
+    dict[str, Any],
+    dict[str, dict[str, Any]],
+    dict[tuple[str, str], dict[str, Any]],
+    list[ListedRow],
+]:
+    """The app state, user states, session states and listed sessions of the rows of
+    :func:`~adk_sqlstore.sql.hot_paths.list_session_rows`."""
+    app: dict[str, Any] = {}
+    users: dict[str, dict[str, Any]] = {}
+    session_states: dict[tuple[str, str], dict[str, Any]] = {}
+    listed: list[ListedRow] = []
+    same: dict[str, str] = {}  # one str object per user id, not one per session
+    for part, u, s, k, v, n, t in rows:
+        if part == 2:
+            listed.append((same.setdefault(u, u), s, k, n, t))
+        elif part == 3:
+            session_states.setdefault((u, s), {})[k] = json.loads(v)
+        elif part == 1:
+            users.setdefault(u, {})[k] = json.loads(v)
+        else:
+            app[k] = json.loads(v)
+    return app, users, session_states, listed
 
 
 def _listed_states(
