@@ -258,7 +258,7 @@ SELECT 2, user_id, id, incarnation, NULL, revision, update_time FROM ({listed}) 
 UNION ALL
 SELECT 3, st.user_id, st.session_id, st.key, st.value, NULL, NULL
 FROM sqlstore_session_state st WHERE st.app_name = :app_name{states}
-ORDER BY part, t, u, s, k
+ORDER BY t, u, s, k
 """
 
 
@@ -296,9 +296,11 @@ async def list_session_rows(
 
     Returns:
         Rows ``(part, u, s, k, v, n, t)``: part 0 the app's state (k key, v JSON
-        text); 1 user state (u user id, k, v); 2 the sessions in order (u user id, s
-        session id, k incarnation, n revision, t update_time); 3 session state (u, s,
-        k, v).
+        text); 1 user state (u user id, k, v); 2 the sessions (u user id, s session
+        id, k incarnation, n revision, t update_time), in order among themselves; 3
+        session state (u, s, k, v). State rows (t NULL) come together, first or last
+        by dialect, each scope's keys in order (sorting by part too took about a
+        quarter more of PostgreSQL's time).
     """
     shape = (user_id is not None, after is not None, limit is not None)
     params: dict[str, Any] = {"app_name": app_name, "user_id": user_id, "limit": limit}
