@@ -72,7 +72,7 @@ class AdkModels(SessionModels[AdkSession, AdkEvent, PagedListSessionsResponse]):
         self, app_name: str, listed: list[ListedRow], states: list[dict[str, Any]]
     ) -> list[AdkSession]:
         # Exactly the fields and private attribute of ADK's Session, made here: the
-        # objects are constructed, not validated (tests/test_builders.py).
+        # objects are constructed, not validated (tests/test_listing.py).
         return _many_sessions().build_exact(
             [
                 {

@@ -179,7 +179,7 @@ class CoreModels(SessionModels[Session, Event, ListSessionsResponse]):
         self, app_name: str, listed: list[ListedRow], states: list[dict[str, Any]]
     ) -> list[Session]:
         # Exactly the fields and private attributes of Session, made here: the objects
-        # are constructed, not validated (tests/test_builders.py: equal to validated).
+        # are constructed, not validated (tests/test_listing.py: equal to validated).
         return _MANY_SESSIONS.build_exact(
             [
                 {
