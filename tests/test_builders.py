@@ -70,3 +70,16 @@ async def test_listed_sessions_each_have_their_own_state(service: SqlSessionServ
     again = (await service.list_sessions(app_name="app", user_id="u")).sessions
     assert [s.state for s in again] == [{}, {}, {}, {"a": 1}]
     assert all(s.revision == 0 and s.events == [] for s in again)
+
+
+def test_the_collector_pause_nests() -> None:
+    import gc
+
+    from adk_sqlstore.sessions.builders import gc_paused
+
+    assert gc.isenabled()
+    with gc_paused():
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()

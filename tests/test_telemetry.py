@@ -183,3 +183,24 @@ async def test_spans_nest_under_adks_own(spans: InMemorySpanExporter, db_url: st
             parents.append(by_id[parent.span_id])
             parent = by_id[parent.span_id].parent
         assert any(not p.name.startswith("adk_sqlstore.") for p in parents), span.name
+
+
+async def test_no_span_is_started_while_no_tracer_provider_is_set(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OpenTelemetry's default (proxy) provider records nothing: the calls then skip
+    the span's work altogether, and still return what they return."""
+    started: list[str] = []
+
+    def start(name: str, **_: Any) -> Any:
+        started.append(name)
+        raise AssertionError("a span was started")
+
+    monkeypatch.setattr(trace, "get_tracer_provider", trace.ProxyTracerProvider)
+    assert telemetry._tracer is not None
+    monkeypatch.setattr(telemetry._tracer, "start_as_current_span", start)
+    async with SqlSessionService.from_url(sqlite_url) as sessions:
+        session = await sessions.create_session(app_name="untraced", user_id="u")
+        await sessions.append_event(session, Event(author="a"))
+        assert len((await sessions.list_sessions(app_name="untraced")).sessions) == 1
+    assert started == []

@@ -24,7 +24,9 @@ A failing call's span has status ERROR, ``error.type`` (the exception's class, e
 the values refused, so they are never recorded. A public call made by another
 (``ingest_session`` loading the session and ingesting it; the ADK classes calling the
 core ones) adds no span of its own: one call, one span. The duration is the span's
-own. Without ``opentelemetry-api`` nothing is recorded and nothing is imported.
+own. Without ``opentelemetry-api`` nothing is recorded and nothing is imported; while
+no tracer provider is set (OpenTelemetry's default, whose spans record nothing), no
+span is started at all (the call costs no span's work), until one is.
 """
 
 from __future__ import annotations
@@ -84,7 +86,9 @@ def traced(
         @functools.wraps(method)
         async def wrapper(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
             assert _tracer is not None
-            if _in_call.get():  # a public call made by a traced one: no span of its own
+            # A public call made by a traced one: no span of its own; and none while
+            # spans would record nothing.
+            if _in_call.get() or not _recording():
                 return await method(self, *args, **kwargs)
             outer = _in_call.set(True)
             try:
@@ -110,6 +114,13 @@ def traced(
         return wrapper
 
     return decorate
+
+
+def _recording() -> bool:
+    """Whether a tracer provider is set (else OpenTelemetry's proxy or no-op provider
+    makes spans that record nothing)."""
+    provider = trace.get_tracer_provider()
+    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
 def _describe(span: Any, operation: str, service: Any, args: Any, kwargs: Any) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 from .. import errors
 from ..models import MemoryEntry
 from ..sessions.builders import ManyModels
-from ..sessions.codec import EventListReader, SessionModels, Token, listed_fields
+from ..sessions.codec import EventListReader, ListedRow, SessionModels, Token
 from ..sql.sessions import SessionRow
 from ._google import (
     AdkAlreadyExistsError,
@@ -68,15 +68,25 @@ class AdkModels(SessionModels[AdkSession, AdkEvent, PagedListSessionsResponse]):
         self.set_token(session, Token(row.revision, row.incarnation))
         return session
 
-    def build_sessions(
-        self, rows: list[SessionRow], states: list[dict[str, Any]]
+    def build_listed(
+        self, app_name: str, listed: list[ListedRow], states: list[dict[str, Any]]
     ) -> list[AdkSession]:
-        return _many_sessions().build(
-            [listed_fields(row, state) for row, state in zip(rows, states, strict=True)],
+        # Exactly the fields and private attribute of ADK's Session, made here: the
+        # objects are constructed, not validated (tests/test_listing.py).
+        return _many_sessions().build_exact(
             [
-                {"_storage_update_marker": _marker(Token(row.revision, row.incarnation))}
-                for row in rows
+                {
+                    "id": s,
+                    "app_name": app_name,
+                    "user_id": u,
+                    "state": state,
+                    "events": [],
+                    "last_update_time": t,
+                }
+                for (u, s, _, _, t), state in zip(listed, states, strict=True)
             ],
+            # _marker's form, "<incarnation>:<revision>" (an incarnation is never None).
+            [{"_storage_update_marker": f"{k}:{n}"} for _, _, k, n, _ in listed],
         )
 
     def list_response(

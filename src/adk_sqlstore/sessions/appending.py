@@ -93,8 +93,8 @@ class Appender(Generic[SessionT, EventT, ListT]):
             actions = event.actions.model_copy(update={"state_delta": stored_delta})
             stored_event = event.model_copy(update={"actions": actions})
         token = self._codec.models.token_of(session)
-        row = self._row(session, stored_event, stored_delta, token)
         key = session_key(session.app_name, session.user_id, session.id)
+        row = self._row(key, session, stored_event, stored_delta, token)
 
         def duplicate() -> InvalidEventError:
             return InvalidEventError(
@@ -117,12 +117,16 @@ class Appender(Generic[SessionT, EventT, ListT]):
         return event
 
     def _row(
-        self, session: SessionT, event: EventT, delta: dict[str, Any], token: Token
+        self,
+        key: SessionKey,
+        session: SessionT,
+        event: EventT,
+        delta: dict[str, Any],
+        token: Token,
     ) -> AppendRow:
         """What the append writes (checked and encoded: nothing is written on error)."""
         data = self._codec.encode_event(event)
         state = self._codec.encode_state(split_delta(delta))
-        key = session_key(session.app_name, session.user_id, session.id)
         # An object this store did not make is as new as the events it holds.
         expected = token.revision if token.revision is not None else len(session.events)
         return AppendRow(

@@ -102,7 +102,8 @@ class ManyModels(Generic[M]):
     ) -> list[M]:
         """The objects, in order. Each ``values`` dict becomes its object's own field
         dict (not copied); ``private`` gives each object its private attributes' values
-        (the others keep their defaults).
+        (the others keep their defaults; a dict naming every private attribute becomes
+        the object's own, not copied).
 
         Raises:
             pydantic.ValidationError: values that are validated do not fit.
@@ -114,17 +115,45 @@ class ManyModels(Generic[M]):
                 for name, value in own.items():
                     setattr(obj, name, value)
             return built
+        names = self._private.keys()
+        if private is None:
+            private = [self._private_values({}) for _ in values]
+        elif any(own.keys() != names for own in private):
+            private = [self._private_values(own) for own in private]
+        return self._construct(values, private)
+
+    def build_exact(self, values: list[dict[str, Any]], private: list[dict[str, Any]]) -> list[M]:
+        """:meth:`build` for dicts made from one literal each, ``values`` naming every
+        field and ``private`` every private attribute: only the first of each is
+        checked (if it does not fit, all go through :meth:`build`)."""
+        first_values = values[0].keys() if values else self._fields
+        first_private = private[0].keys() if private else self._private.keys()
+        if (
+            not self._constructs
+            or first_values != self._fields
+            or first_private != self._private.keys()
+        ):
+            return self.build(values, private)
+        return self._construct(values, private)
+
+    def _construct(self, values: list[dict[str, Any]], private: list[dict[str, Any]]) -> list[M]:
+        """The objects, each taking its dicts as they are."""
+        cls = self._model
         set_ = object.__setattr__
-        fields = self._fields
+        fields = set(self._fields)
+        new = cls.__new__
         out = []
-        for n, own_fields in enumerate(values):
-            mine = {name: attr.get_default() for name, attr in self._private.items()}
-            if private is not None:
-                mine.update(private[n])
-            obj = cls.__new__(cls)
+        for own_fields, mine in zip(values, private, strict=True):
+            obj = new(cls)
             set_(obj, "__dict__", own_fields)
-            set_(obj, "__pydantic_fields_set__", set(fields))
+            set_(obj, "__pydantic_fields_set__", fields.copy())
             set_(obj, "__pydantic_extra__", None)
             set_(obj, "__pydantic_private__", mine)
             out.append(obj)
         return out
+
+    def _private_values(self, given: dict[str, Any]) -> dict[str, Any]:
+        """The private attributes' defaults, updated with ``given``."""
+        mine = {name: attr.get_default() for name, attr in self._private.items()}
+        mine.update(given)
+        return mine

@@ -51,13 +51,13 @@ __all__ = [
     "EventListReader",
     "EventT",
     "ListT",
+    "ListedRow",
     "SessionCodec",
     "SessionModels",
     "SessionT",
     "Token",
     "decode_page_token",
     "encode_page_token",
-    "listed_fields",
     "parse_config",
 ]
 
@@ -65,6 +65,9 @@ SessionT = TypeVar("SessionT", bound=SessionLike, default=Session)
 EventT = TypeVar("EventT", bound=EventLike, default=Event)
 ListT = TypeVar("ListT", default=ListSessionsResponse)
 EventRead = TypeVar("EventRead")
+
+#: A listed session as read: (user_id, session id, incarnation, revision, update_time).
+ListedRow = tuple[str, str, str, int, float]
 
 
 class EventListReader(Protocol[EventRead]):
@@ -124,6 +127,16 @@ class SessionModels(ABC, Generic[SessionT, EventT, ListT]):
         (``list_sessions``), in order; each keeps the state dict it is given."""
         return [self.build_session(row, state, []) for row, state in zip(rows, states, strict=True)]
 
+    def build_listed(
+        self, app_name: str, listed: list[ListedRow], states: list[dict[str, Any]]
+    ) -> list[SessionT]:
+        """Session objects without events for the listed rows of an app (as
+        :func:`adk_sqlstore.sql.hot_paths.list_session_rows` reads them) and their
+        merged states, in order; each keeps the state dict it is given. The default
+        makes :class:`SessionRow` objects for :meth:`build_sessions`."""
+        rows = [SessionRow(app_name, u, s, n, t, k) for u, s, k, n, t in listed]
+        return self.build_sessions(rows, states)
+
     @abstractmethod
     def list_response(self, sessions: list[SessionT], next_page_token: str | None) -> ListT:
         """The answer of ``list_sessions``."""
@@ -162,13 +175,25 @@ class CoreModels(SessionModels[Session, Event, ListSessionsResponse]):
         set_session_incarnation(session, row.incarnation)
         return session
 
-    def build_sessions(self, rows: list[SessionRow], states: list[dict[str, Any]]) -> list[Session]:
-        return _MANY_SESSIONS.build(
+    def build_listed(
+        self, app_name: str, listed: list[ListedRow], states: list[dict[str, Any]]
+    ) -> list[Session]:
+        # Exactly the fields and private attributes of Session, made here: the objects
+        # are constructed, not validated (tests/test_listing.py: equal to validated).
+        return _MANY_SESSIONS.build_exact(
             [
-                {**listed_fields(row, state), "revision": row.revision}
-                for row, state in zip(rows, states, strict=True)
+                {
+                    "id": s,
+                    "app_name": app_name,
+                    "user_id": u,
+                    "state": state,
+                    "events": [],
+                    "last_update_time": t,
+                    "revision": n,
+                }
+                for (u, s, _, n, t), state in zip(listed, states, strict=True)
             ],
-            [{"_incarnation": row.incarnation} for row in rows],
+            [{"_incarnation": k} for _, _, k, _, _ in listed],
         )
 
     def list_response(
@@ -191,18 +216,6 @@ class CoreModels(SessionModels[Session, Event, ListSessionsResponse]):
         session.state.update(delta)
         session.events.append(event)
         session.last_update_time = event.timestamp
-
-
-def listed_fields(row: SessionRow, state: dict[str, Any]) -> dict[str, Any]:
-    """The fields of a listed session (no events) that every session model has."""
-    return {
-        "id": row.id,
-        "app_name": row.app_name,
-        "user_id": row.user_id,
-        "state": state,
-        "events": [],
-        "last_update_time": row.update_time,
-    }
 
 
 _EVENT_LIST = TypeAdapter(list[Event])

@@ -8,13 +8,20 @@ from typing import Any, TypedDict
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..models import GetSessionConfig
-from ..sql import sessions as sql
-from ..sql.hot_paths import load_session_rows
+from ..sql.hot_paths import list_session_rows, load_session_rows
 from ..sql.sessions import SessionRow
 from ..state import merge_state
 from ..validation import check_identifier
 from .builders import gc_paused
-from .codec import EventT, ListT, SessionCodec, SessionModels, SessionT, encode_page_token
+from .codec import (
+    EventT,
+    ListedRow,
+    ListT,
+    SessionCodec,
+    SessionModels,
+    SessionT,
+    encode_page_token,
+)
 
 __all__ = ["SessionKey", "list_page", "read_session", "session_key"]
 
@@ -96,35 +103,67 @@ async def list_page(
     after: tuple[float, str, str] | None,
 ) -> ListT:
     """Sessions without events, by (update_time, user_id, id), after ``after``: all of
-    them, or a page of ``limit`` with the token of the next (inside the caller's read
-    transaction: one snapshot)."""
+    them, or a page of ``limit`` with the token of the next, read in one statement on
+    ``conn`` (inside the caller's read transaction: one snapshot)."""
     with gc_paused():  # thousands of objects, all kept
-        rows, session_states = await sql.list_sessions(
+        rows = await list_session_rows(
             conn,
             app_name=app_name,
             user_id=user_id,
             after=after,
             limit=None if limit is None else limit + 1,
         )
-        more = limit is not None and len(rows) > limit
-        rows = rows[:limit]
-        app = await sql.load_app_state(conn, app_name=app_name)
-        # One page of every user's sessions: the state of those users only.
-        wanted = None if user_id is not None or limit is None else {r.user_id for r in rows}
-        users = await sql.load_user_states(
-            conn, app_name=app_name, user_id=user_id, user_ids=wanted
-        )
-        # Each session its own state dict: the models keep the dict they are given.
-        if app or users:
-            states = [
-                merge_state(
-                    app, users.get(r.user_id, {}), session_states.get((r.user_id, r.id), {})
-                )
-                for r in rows
-            ]
-        else:
-            states = [session_states.get((r.user_id, r.id)) or {} for r in rows]
-        sessions = models.build_sessions(rows, states)
-        last = rows[-1] if more else None
-        token = encode_page_token(last.update_time, last.user_id, last.id) if last else None
+        app, users, session_states, listed = _parse_listing(rows)
+        del rows  # read: the rows' tuples go before the objects are made
+        more = limit is not None and len(listed) > limit
+        if more:
+            del listed[limit:]
+        states = _listed_states(listed, app, users, session_states)
+        sessions = models.build_listed(app_name, listed, states)
+        last = listed[-1] if more else None
+        token = encode_page_token(last[4], last[0], last[1]) if last else None
         return models.list_response(sessions, token)
+
+
+def _parse_listing(
+    rows: list[tuple[Any, ...]],
+) -> tuple[
+    dict[str, Any],
+    dict[str, dict[str, Any]],
+    dict[tuple[str, str], dict[str, Any]],
+    list[ListedRow],
+]:
+    """The app state, user states, session states and listed sessions of the rows of
+    :func:`~adk_sqlstore.sql.hot_paths.list_session_rows`."""
+    app: dict[str, Any] = {}
+    users: dict[str, dict[str, Any]] = {}
+    session_states: dict[tuple[str, str], dict[str, Any]] = {}
+    listed: list[ListedRow] = []
+    same: dict[str, str] = {}  # one str object per user id, not one per session
+    for part, u, s, k, v, n, t in rows:
+        if part == 2:
+            listed.append((same.setdefault(u, u), s, k, n, t))
+        elif part == 3:
+            session_states.setdefault((u, s), {})[k] = json.loads(v)
+        elif part == 1:
+            users.setdefault(u, {})[k] = json.loads(v)
+        else:
+            app[k] = json.loads(v)
+    return app, users, session_states, listed
+
+
+def _listed_states(
+    listed: list[ListedRow],
+    app: dict[str, Any],
+    users: dict[str, dict[str, Any]],
+    session_states: dict[tuple[str, str], dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """Each listed session's merged state, its own dict (the models keep the dict they
+    are given): :func:`merge_state` of its scopes, the prefixed ``app:`` and ``user:``
+    keys made once per user rather than once per session."""
+    get = session_states.get
+    none: dict[str, Any] = {}
+    shared = {u: merge_state(app, user, {}) for u, user in users.items()}
+    app_only = merge_state(app, {}, {})
+    # Session keys first, then app:, then user: keys, as merge_state orders them.
+    return [{**get((u, s), none), **shared.get(u, app_only)} for u, s, _, _, _ in listed]

@@ -1,4 +1,5 @@
-"""The hot paths: an append and a session load, each one database round trip.
+"""The hot paths: an append, a session load and a session list, each one database
+round trip.
 
 On PostgreSQL each is a single statement run outside an explicit transaction, which
 PostgreSQL runs atomically on one snapshot; on SQLite each is one batch in aiosqlite's
@@ -18,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .sqlite_thread import execute, fetch_all, fetch_one, rollback_quietly, run_batch
 
-__all__ = ["AppendRow", "append_row", "load_session_rows"]
+__all__ = ["AppendRow", "append_row", "list_session_rows", "load_session_rows"]
 
 
 @dataclass(frozen=True)
@@ -224,3 +225,87 @@ async def load_session_rows(
     if conn.dialect.name == "postgresql":
         return [tuple(r) for r in (await conn.execute(_POSTGRES_LOAD_SESSION, params)).all()]
     return await run_batch(conn, _sqlite_load, params)
+
+
+def _list_statement(*, one_user: bool, after: bool, page: bool) -> str:
+    """The one statement of a session list (see :func:`list_session_rows`): the
+    sessions' filter is the app, and the user when ``one_user``; ``after`` continues
+    after a keyset position; ``page`` reads ``:limit`` sessions and the state of those
+    sessions (and, listing every user, of their users) only."""
+    where = "app_name = :app_name" + (" AND user_id = :user_id" if one_user else "")
+    if after:
+        where += " AND (update_time, user_id, id) > (:after_time, :after_user, :after_id)"
+    columns = "user_id, id, incarnation, revision, update_time"
+    listed = f"SELECT {columns} FROM sqlstore_sessions WHERE {where}"
+    head = ""
+    if page:
+        head = f"WITH page AS ({listed} ORDER BY update_time, user_id, id LIMIT :limit)\n"
+        listed = f"SELECT {columns} FROM page"
+    users = " AND user_id = :user_id" if one_user else ""
+    if page and not one_user:
+        users = " AND user_id IN (SELECT user_id FROM page)"
+    states = " AND st.user_id = :user_id" if one_user else ""
+    if page:
+        states += " AND (st.user_id, st.session_id) IN (SELECT user_id, id FROM page)"
+    return f"""{head}SELECT 0 AS part, CAST(NULL AS TEXT) AS u, CAST(NULL AS TEXT) AS s, key AS k,
+       value AS v, CAST(NULL AS BIGINT) AS n, CAST(NULL AS DOUBLE PRECISION) AS t
+FROM sqlstore_app_state WHERE app_name = :app_name
+UNION ALL
+SELECT 1, user_id, NULL, key, value, NULL, NULL FROM sqlstore_user_state
+WHERE app_name = :app_name{users}
+UNION ALL
+SELECT 2, user_id, id, incarnation, NULL, revision, update_time FROM ({listed}) listed
+UNION ALL
+SELECT 3, st.user_id, st.session_id, st.key, st.value, NULL, NULL
+FROM sqlstore_session_state st WHERE st.app_name = :app_name{states}
+ORDER BY t, u, s, k
+"""
+
+
+_LIST_SESSIONS = {
+    (one_user, after, page): _list_statement(one_user=one_user, after=after, page=page)
+    for one_user in (False, True)
+    for after in (False, True)
+    for page in (False, True)
+}
+_POSTGRES_LIST_SESSIONS = {shape: text(sql) for shape, sql in _LIST_SESSIONS.items()}
+
+
+def _sqlite_list(db: Any, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return db.execute(sql, params).fetchall()  # type: ignore[no-any-return]
+
+
+async def list_session_rows(
+    conn: AsyncConnection,
+    *,
+    app_name: str,
+    user_id: str | None,
+    after: tuple[float, str, str] | None,
+    limit: int | None,
+) -> list[tuple[Any, ...]]:
+    """An app's (or one user's) sessions with their app, user and session state, in
+    one statement (one snapshot), sessions by (update_time, user_id, id).
+
+    ``conn`` may be in the caller's read transaction (the SQLite batch begins none).
+
+    Args:
+        user_id: one user's sessions; ``None``: every user of the app (this read spans
+            the app's users).
+        after: keyset pagination: only sessions after this (update_time, user_id, id).
+        limit: at most this many sessions, and the state of those only.
+
+    Returns:
+        Rows ``(part, u, s, k, v, n, t)``: part 0 the app's state (k key, v JSON
+        text); 1 user state (u user id, k, v); 2 the sessions (u user id, s session
+        id, k incarnation, n revision, t update_time), in order among themselves; 3
+        session state (u, s, k, v). State rows (t NULL) come together, first or last
+        by dialect, each scope's keys in order (sorting by part too took about a
+        quarter more of PostgreSQL's time).
+    """
+    shape = (user_id is not None, after is not None, limit is not None)
+    params: dict[str, Any] = {"app_name": app_name, "user_id": user_id, "limit": limit}
+    if after is not None:
+        params["after_time"], params["after_user"], params["after_id"] = after
+    if conn.dialect.name == "postgresql":
+        return list((await conn.execute(_POSTGRES_LIST_SESSIONS[shape], params)).all())
+    return await run_batch(conn, _sqlite_list, _LIST_SESSIONS[shape], params)

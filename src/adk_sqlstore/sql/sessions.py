@@ -7,11 +7,11 @@ keys never overwrite each other; :mod:`adk_sqlstore.state` splits and merges sco
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, insert, literal, select, tuple_, union_all
+from sqlalchemy import ColumnElement, and_, delete, insert, literal, select, union_all
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..schema import app_state, events, memory_ingestions, session_state, sessions, user_state
@@ -23,7 +23,6 @@ __all__ = [
     "delete_session",
     "insert_events",
     "insert_session",
-    "list_sessions",
     "load_app_state",
     "load_session",
     "load_states",
@@ -230,82 +229,18 @@ async def load_app_state(conn: AsyncConnection, *, app_name: str) -> dict[str, A
 
 
 async def load_user_states(
-    conn: AsyncConnection,
-    *,
-    app_name: str,
-    user_id: str | None,
-    user_ids: Iterable[str] | None = None,
+    conn: AsyncConnection, *, app_name: str, user_id: str | None
 ) -> dict[str, dict[str, Any]]:
-    """User state by user id: of one user, of the users in ``user_ids``, or of every
-    user of the app (both ``None``)."""
+    """User state by user id: of one user, or of every user of the app (``None``)."""
     stmt = select(user_state.c.user_id, user_state.c.key, user_state.c.value).where(
         user_state.c.app_name == app_name
     )
     if user_id is not None:
         stmt = stmt.where(user_state.c.user_id == user_id)
-    statements = [stmt]
-    if user_ids is not None:
-        wanted = sorted(user_ids)
-        statements = [stmt.where(user_state.c.user_id.in_(chunk)) for chunk in chunks(wanted)]
     users: dict[str, dict[str, Any]] = {}
-    for statement in statements:
-        for uid, key, value in (await conn.execute(statement)).all():
-            users.setdefault(uid, {})[key] = json.loads(value)
+    for uid, key, value in (await conn.execute(stmt)).all():
+        users.setdefault(uid, {})[key] = json.loads(value)
     return users
-
-
-async def list_sessions(
-    conn: AsyncConnection,
-    *,
-    app_name: str,
-    user_id: str | None,
-    after: tuple[float, str, str] | None = None,
-    limit: int | None = None,
-) -> tuple[list[SessionRow], dict[tuple[str, str], dict[str, Any]]]:
-    """Session rows ordered by (update_time, user_id, id), and their session state.
-
-    Args:
-        after: keyset pagination: only rows after this (update_time, user_id, id).
-        limit: at most this many rows; their session state only is read.
-    """
-    stmt = select(
-        sessions.c.user_id,
-        sessions.c.id,
-        sessions.c.revision,
-        sessions.c.update_time,
-        sessions.c.incarnation,
-    ).where(sessions.c.app_name == app_name)
-    if user_id is not None:
-        stmt = stmt.where(sessions.c.user_id == user_id)
-    if after is not None:
-        stmt = stmt.where(tuple_(sessions.c.update_time, sessions.c.user_id, sessions.c.id) > after)
-    stmt = stmt.order_by(sessions.c.update_time, sessions.c.user_id, sessions.c.id)
-    if limit is not None:
-        stmt = stmt.limit(limit)
-    rows = [
-        SessionRow(app_name, uid, sid, revision, update_time, incarnation)
-        for uid, sid, revision, update_time, incarnation in (await conn.execute(stmt)).all()
-    ]
-    state_stmt = select(
-        session_state.c.user_id,
-        session_state.c.session_id,
-        session_state.c.key,
-        session_state.c.value,
-    ).where(session_state.c.app_name == app_name)
-    if user_id is not None:
-        state_stmt = state_stmt.where(session_state.c.user_id == user_id)
-    states: dict[tuple[str, str], dict[str, Any]] = {}
-    statements: list[Any] = [state_stmt]
-    if limit is not None:  # one page: the state of its sessions only
-        pair = tuple_(session_state.c.user_id, session_state.c.session_id)
-        statements = [
-            state_stmt.where(pair.in_(chunk))
-            for chunk in chunks([(row.user_id, row.id) for row in rows])
-        ]
-    for statement in statements:
-        for uid, sid, key, value in (await conn.execute(statement)).all():
-            states.setdefault((uid, sid), {})[key] = json.loads(value)
-    return rows, states
 
 
 async def delete_session(
