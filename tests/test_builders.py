@@ -72,7 +72,7 @@ async def test_listed_sessions_each_have_their_own_state(service: SqlSessionServ
     assert all(s.revision == 0 and s.events == [] for s in again)
 
 
-def test_the_collector_pause_nests() -> None:
+def test_the_collector_pause_nests_and_leaves_no_young_collection_behind() -> None:
     import gc
 
     from adk_sqlstore.sessions.builders import gc_paused
@@ -80,6 +80,17 @@ def test_the_collector_pause_nests() -> None:
     assert gc.isenabled()
     with gc_paused():
         with gc_paused():
-            assert not gc.isenabled()
+            kept: list[Any] = [[n] for n in range(50_000)]
         assert not gc.isenabled()
     assert gc.isenabled()
+    # what was made meanwhile went to the oldest generation, not to a pending young
+    # collection that would scan all of it
+    assert gc.get_count()[0] < 1_000
+    gc.freeze()  # an application's own frozen objects stay frozen
+    try:
+        frozen = gc.get_freeze_count()
+        with gc_paused():
+            kept += [[n] for n in range(1_000)]
+        assert gc.get_freeze_count() == frozen and gc.isenabled()
+    finally:
+        gc.unfreeze()

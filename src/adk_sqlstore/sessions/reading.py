@@ -104,7 +104,7 @@ async def list_page(
 ) -> ListT:
     """Sessions without events, by (update_time, user_id, id), after ``after``: all of
     them, or a page of ``limit`` with the token of the next, read in one statement on
-    ``conn`` (inside the caller's read transaction: one snapshot)."""
+    ``conn`` (outside a transaction: one snapshot)."""
     with gc_paused():  # thousands of objects, all kept
         rows = await list_session_rows(
             conn,

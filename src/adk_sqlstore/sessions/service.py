@@ -268,7 +268,7 @@ class SqlSessionService(OnStore, Generic[SessionT, EventT, ListT]):
         if limit is not None:
             check_count("limit", limit, least=1)
         after = decode_page_token(page_token) if page_token is not None else None
-        async with self._store.transaction(write=False) as conn:
+        async with self._store.autocommit() as conn:
             return await list_page(
                 conn, self._models, app_name=app_name, user_id=user_id, limit=limit, after=after
             )

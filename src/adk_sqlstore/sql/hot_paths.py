@@ -286,7 +286,7 @@ async def list_session_rows(
     """An app's (or one user's) sessions with their app, user and session state, in
     one statement (one snapshot), sessions by (update_time, user_id, id).
 
-    ``conn`` may be in the caller's read transaction (the SQLite batch begins none).
+    ``conn`` must be outside any transaction (as for :func:`load_session_rows`).
 
     Args:
         user_id: one user's sessions; ``None``: every user of the app (this read spans

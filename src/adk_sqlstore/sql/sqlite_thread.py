@@ -28,6 +28,8 @@ __all__ = ["execute", "fetch_all", "fetch_one", "rollback_quietly", "run_batch"]
 
 T = TypeVar("T")
 
+_QUEUE_INFO = "adk_sqlstore_sqlite_queue"
+
 
 def execute(db: Any, sql: str, params: Any = ()) -> Any:
     """Run one statement on a DB-API connection; the cursor (for its rows)."""
@@ -76,11 +78,20 @@ async def run_batch(conn: AsyncConnection, batch: Callable[..., T], *args: Any) 
         sqlalchemy.exc.DBAPIError: SQLite's error, wrapped as SQLAlchemy wraps it
             (``IntegrityError``, ``OperationalError``, ...).
     """
-    raw = await conn.get_raw_connection()
-    queue = _queue(raw.driver_connection)
+    # The connection's own way into aiosqlite's thread, kept in its info (which the
+    # pool clears when it replaces the DB-API connection): a lookup instead of a
+    # greenlet round trip per batch.
+    queue = conn.info.get(_QUEUE_INFO)
+    raw = None
+    if queue is None:
+        raw = await conn.get_raw_connection()
+        queue = _queue(raw.driver_connection)
+        if queue is not None:
+            conn.info[_QUEUE_INFO] = queue
     try:
         if queue is not None:
             return cast(T, await queue(batch, *args))
+        assert raw is not None
         return await conn.run_sync(lambda _: batch(raw.dbapi_connection, *args))
     except sqlite3.Error as exc:
         raise DBAPIError.instance(batch.__name__, None, exc, sqlite3.Error) from exc
