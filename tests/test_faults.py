@@ -268,6 +268,52 @@ async def test_cancelled_appends_never_half_write_nor_run_ahead(
     figures.add(f"150 appends cancelled at random points ({cancelled} cancelled): consistent")
 
 
+async def test_reads_cancelled_mid_statement_leave_every_pooled_connection_usable(
+    service: SqlSessionService, figures: Figures
+) -> None:
+    """A get_session or list_sessions cancelled while its statement runs (PostgreSQL:
+    sent to asyncpg past SQLAlchemy's execution layer) never leaves a connection that
+    is still busy, or in a transaction, for the next call to get from the pool."""
+    rng = random.Random(5)
+    key = {"app_name": "cancel", "user_id": "u1"}
+    big = await service.create_session(**key, state={"k": 0})
+    await service.import_session(
+        big.model_copy(
+            update={
+                "id": "big",
+                "events": [
+                    Event(author="user", content={"parts": [{"text": f"turn {n} " * 20}]})
+                    for n in range(2_000)
+                ],
+            }
+        )
+    )
+    for n in range(30):
+        await service.create_session(**key, state={"n": n})
+    cancelled = 0
+    for n in range(120):
+        read = (
+            service.get_session(**key, session_id="big") if n % 2 else service.list_sessions(**key)
+        )
+        task = asyncio.ensure_future(read)
+        await asyncio.sleep(rng.choice([0, 0.0005, 0.001, 0.002, 0.005]))
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            cancelled += 1
+        # whatever connection the pool gives next answers this call, and correctly
+        whole = await service.get_session(**key, session_id="big")
+        assert whole is not None and len(whole.events) == 2_000
+        listed = await service.list_sessions(**key)
+        assert len(listed.sessions) == 32
+    # every connection the pool holds is idle and outside a transaction
+    many = await asyncio.gather(*(service.get_session(**key, session_id="big") for _ in range(12)))
+    assert all(s is not None and len(s.events) == 2_000 for s in many)
+    assert cancelled > 20
+    figures.add(f"120 reads cancelled at random points ({cancelled} cancelled): pool usable")
+
+
 async def test_cancelled_ingestion_never_half_writes(
     service: SqlSessionService, figures: Figures
 ) -> None:

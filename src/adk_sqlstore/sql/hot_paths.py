@@ -2,21 +2,22 @@
 round trip.
 
 On PostgreSQL each is a single statement run outside an explicit transaction, which
-PostgreSQL runs atomically on one snapshot; on SQLite each is one batch in aiosqlite's
-thread (:mod:`.sqlite_thread`) running the whole transaction there. Both write and
-read exactly what the statements of :mod:`.sessions` would; the parameter names are
-shared (SQLAlchemy's ``:name`` and sqlite3's named style agree).
-"""
+PostgreSQL runs atomically on one snapshot, sent to asyncpg directly
+(:mod:`.pg_direct`); on SQLite each is one batch in aiosqlite's thread
+(:mod:`.sqlite_thread`) running the whole transaction there. Both write and read
+exactly what the statements of :mod:`.sessions` would; the parameter names are shared
+(SQLAlchemy's ``:name`` and sqlite3's named style agree)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from .pg_direct import PgStatement, fetch
 from .sqlite_thread import execute, fetch_all, fetch_one, rollback_quietly, run_batch
 
 __all__ = ["AppendRow", "append_row", "list_session_rows", "load_session_rows"]
@@ -68,7 +69,8 @@ _BUMP = """
     RETURNING revision
 """
 
-_POSTGRES_APPEND = text(f"""
+_POSTGRES_APPEND = PgStatement(
+    text(f"""
 WITH bumped AS ({_BUMP}),
 new_event AS (
     INSERT INTO sqlstore_events
@@ -100,6 +102,7 @@ new_app_state AS (
 )
 SELECT revision FROM bumped
 """)
+)
 
 _SQLITE_INSERT_EVENT = """
     INSERT INTO sqlstore_events
@@ -168,8 +171,8 @@ async def append_row(conn: AsyncConnection, row: AppendRow) -> int | None:
             items = getattr(row, f"{scope}_state")
             params[f"{scope}_keys"] = [k for k, _ in items]
             params[f"{scope}_values"] = [v for _, v in items]
-        revision: int | None = (await conn.execute(_POSTGRES_APPEND, params)).scalar_one_or_none()
-        return revision
+        rows = await fetch(conn, _POSTGRES_APPEND, params)
+        return int(rows[0][0]) if rows else None
     return await run_batch(conn, _sqlite_append, row)
 
 
@@ -193,7 +196,7 @@ SELECT 4, NULL, data, seq, NULL FROM (
 ) recent
 ORDER BY part, n
 """
-_POSTGRES_LOAD_SESSION = text(_LOAD_SESSION)
+_POSTGRES_LOAD_SESSION = PgStatement(text(_LOAD_SESSION))
 
 
 def _sqlite_load(db: Any, params: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -223,7 +226,9 @@ async def load_session_rows(
         "after_timestamp": -math.inf if after_timestamp is None else after_timestamp,
     }
     if conn.dialect.name == "postgresql":
-        return [tuple(r) for r in (await conn.execute(_POSTGRES_LOAD_SESSION, params)).all()]
+        return cast(
+            "list[tuple[Any, ...]]", list(await fetch(conn, _POSTGRES_LOAD_SESSION, params))
+        )
     return await run_batch(conn, _sqlite_load, params)
 
 
@@ -268,7 +273,7 @@ _LIST_SESSIONS = {
     for after in (False, True)
     for page in (False, True)
 }
-_POSTGRES_LIST_SESSIONS = {shape: text(sql) for shape, sql in _LIST_SESSIONS.items()}
+_POSTGRES_LIST_SESSIONS = {shape: PgStatement(text(sql)) for shape, sql in _LIST_SESSIONS.items()}
 
 
 def _sqlite_list(db: Any, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -307,5 +312,7 @@ async def list_session_rows(
     if after is not None:
         params["after_time"], params["after_user"], params["after_id"] = after
     if conn.dialect.name == "postgresql":
-        return list((await conn.execute(_POSTGRES_LIST_SESSIONS[shape], params)).all())
+        return cast(
+            "list[tuple[Any, ...]]", list(await fetch(conn, _POSTGRES_LIST_SESSIONS[shape], params))
+        )  # asyncpg's records: tuples to read
     return await run_batch(conn, _sqlite_list, _LIST_SESSIONS[shape], params)
