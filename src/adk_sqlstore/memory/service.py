@@ -7,6 +7,7 @@ import json
 import time
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Self
 
 from sqlalchemy.engine import URL
@@ -27,9 +28,9 @@ from ..models import (
     SearchMemoryResponse,
     SessionLike,
 )
-from ..search import search_memories
+from ..search import one_batch, search_memories
 from ..search.analysis import DEFAULT_LANGUAGE, analyzer
-from ..search.hybrid import DEFAULT_CANDIDATES, DEFAULT_WEIGHT, Fused
+from ..search.hybrid import DEFAULT_CANDIDATES, DEFAULT_WEIGHT, Fused, VectorQuery
 from ..sessions.codec import CORE_MODELS, SessionCodec, SessionModels
 from ..sessions.reading import read_session, session_key
 from ..sessions.retention import forget_user
@@ -371,7 +372,7 @@ class SqlMemoryService(MemoryJobs, OnStore):
         check_argument("query", query, str, "a str")
         check_count("limit", limit, least=1)
         vector = None if self._hybrid is None else await self._hybrid.query(query)
-        async with self._store.transaction(write=False) as conn:
+        async with self._searching(vector) as conn:
             rows = await search_memories(
                 conn,
                 app_name=app_name,
@@ -385,6 +386,14 @@ class SqlMemoryService(MemoryJobs, OnStore):
             await self._warn_if_indexed_otherwise(app_name, user_id)
         hybrid = self._hybrid is not None  # the keys are there even when it fell back
         return SearchMemoryResponse(memories=[_entry(r, s, hybrid=hybrid) for r, s in rows])
+
+    def _searching(
+        self, vector: VectorQuery | None
+    ) -> AbstractAsyncContextManager[AsyncConnection]:
+        """The connection a search runs on (:func:`~adk_sqlstore.search.one_batch`)."""
+        if one_batch(self._store.engine.dialect.name, vector):
+            return self._store.autocommit()
+        return self._store.transaction(write=False)
 
     async def _warn_if_indexed_otherwise(self, app_name: str, user_id: str) -> None:
         """Once per user and service: :func:`.reindex.warn_if_indexed_otherwise`."""

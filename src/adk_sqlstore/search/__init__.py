@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ..sql.sqlite_thread import run_batch
 from .analysis import DEFAULT_LANGUAGE, analyzer
 from .hybrid import Fused, VectorQuery, candidate_terms, fuse, vector_scores
 from .lexical import (
@@ -32,10 +32,18 @@ from .lexical import (
 )
 from .planner import rank
 from .postgres import PostgresSearch
-from .sqlite import SqliteSearch
+from .sqlite import SqliteSearch, search_now
 from .text import MAX_QUERY_CHARS, valid_unicode
 
-__all__ = ["search_memories"]
+__all__ = ["one_batch", "search_memories"]
+
+
+def one_batch(dialect: str, vector: VectorQuery | None) -> bool:
+    """Whether :func:`search_memories` wants a connection outside any transaction: on
+    SQLite without vectors the whole search is one batch in aiosqlite's thread, in a
+    read transaction of its own (:func:`.sqlite.search_now`). Otherwise it wants a read
+    transaction (one snapshot for its several statements)."""
+    return dialect == "sqlite" and vector is None
 
 
 async def search_memories(
@@ -47,7 +55,7 @@ async def search_memories(
     limit: int,
     language: str = DEFAULT_LANGUAGE,
     vector: VectorQuery | None = None,
-) -> list[tuple[Row[Any], Fused]]:
+) -> list[tuple[Any, Fused]]:
     """Rank one user's memories against a natural-language query, best first.
 
     The query is analysed as memories are indexed (:mod:`.analysis`, in ``language``);
@@ -67,6 +75,12 @@ async def search_memories(
     if limit <= 0:
         return []
     query_terms = analyzer(language).query_terms(query)[:TERMS_LOOKED_UP]
+    if one_batch(conn.dialect.name, vector) and not conn.in_transaction():
+        if not query_terms:
+            return []
+        search = SqliteSearch(conn, app_name, user_id, query_terms)
+        found = await run_batch(conn, search_now, search, limit)
+        return [(row, Fused(pk, score, score, None)) for (score, _, pk), row in found]
     wanted = limit if vector is None else max(limit, vector.candidates)
     lexical = await _lexical(conn, app_name, user_id, query_terms, wanted, vector is not None)
     if vector is None:
@@ -126,7 +140,8 @@ async def _lexical(
 
 async def _rows(
     conn: AsyncConnection, app_name: str, user_id: str, pks: list[int]
-) -> dict[int, Row[Any]]:
+) -> dict[int, Any]:
     if not pks:
         return {}
-    return await UserMemories(conn, app_name, user_id, []).rows(pks)
+    backend = PostgresSearch if conn.dialect.name == "postgresql" else SqliteSearch
+    return await backend(conn, app_name, user_id, []).rows(pks)

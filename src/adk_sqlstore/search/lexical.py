@@ -30,6 +30,7 @@ from .text import LENGTH_CLASSES, classed, search_scope
 __all__ = [
     "BM25_B",
     "BM25_K1",
+    "CLASS_TERMS",
     "MAX_SEARCH_RESULTS",
     "SCORE_SCALE",
     "TERMS_LOOKED_UP",
@@ -41,6 +42,7 @@ __all__ = [
     "Term",
     "UserMemories",
     "rounded",
+    "stats_of",
     "token_groups",
     "weigh",
 ]
@@ -111,6 +113,33 @@ class Stats:
     class_sizes: list[int]
 
 
+CLASS_TERMS = [f"~{low}" for low in LENGTH_CLASSES]
+"""The pseudo-terms whose document frequency is the number of the user's memories in
+each length class (kept beside the real terms, migration 0006)."""
+
+
+def stats_of(query_terms: list[str], rows: Sequence[Sequence[Any]]) -> Stats | None:
+    """The :class:`Stats` of a search from the rows of :data:`~..sql.search.TERM_STATS`
+    (``(term, df, docs, lexemes)``; the user's row has a NULL term); ``None`` when the
+    user has no memories."""
+    found: dict[str, int] = {}
+    stats: tuple[float, float] | None = None
+    for term, df, docs, lexemes in rows:
+        if term is None:
+            stats = (float(docs), float(lexemes))
+        elif df is not None:
+            found[term] = int(df)
+    if stats is None or stats[0] <= 0:
+        return None
+    n, lexemes = stats
+    return Stats(
+        [Term(t, found.get(t, 0)) for t in query_terms],
+        n,
+        max(lexemes / n, 1.0),
+        [found.get(c, 0) for c in CLASS_TERMS],
+    )
+
+
 def weigh(terms: list[Term], n: float) -> list[Term]:
     """The terms found among the user's ``n`` memories with their idf, rarest first,
     at most :data:`TERMS_PER_QUERY`."""
@@ -159,25 +188,9 @@ class UserMemories:
     async def terms(self) -> Stats | None:
         """The query's terms with their document frequency (0: no memory holds it) and
         the user's statistics; ``None`` when the user has no memories. One statement."""
-        found: dict[str, int] = {}
-        stats: tuple[float, float] | None = None
-        classes = [f"~{low}" for low in LENGTH_CLASSES]
-        params = {**self.params, "terms": [*self.query_terms, *classes]}
+        params = {**self.params, "terms": [*self.query_terms, *CLASS_TERMS]}
         statement = TERM_STATS[self.conn.dialect.name]
-        for term, df, docs, lexemes in await self.conn.execute(statement, params):
-            if term is None:
-                stats = (float(docs), float(lexemes))
-            elif df is not None:
-                found[term] = int(df)
-        if stats is None or stats[0] <= 0:
-            return None
-        n, lexemes = stats
-        return Stats(
-            [Term(t, found.get(t, 0)) for t in self.query_terms],
-            n,
-            max(lexemes / n, 1.0),
-            [found.get(c, 0) for c in classes],
-        )
+        return stats_of(self.query_terms, list(await self.conn.execute(statement, params)))
 
     def read_params(self, terms: list[Term], avgdl: float, limit: int) -> dict[str, Any]:
         """The bound values every read of a wave shares (see :mod:`..sql.search`)."""

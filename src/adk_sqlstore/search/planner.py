@@ -34,13 +34,14 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from .lexical import BM25_B, BM25_K1, Read, ReadRow, Scored, Term
 from .text import LENGTH_CLASSES
 
-__all__ = ["READ_ROWS", "Reader", "rank"]
+__all__ = ["READ_ROWS", "Reader", "rank", "rank_now", "ranking"]
 
 READ_ROWS = 300
 """A node expected to hold at most this many memories is read whole, not split."""
@@ -194,6 +195,45 @@ async def rank(
     mean length ``avgdl`` whose numbers per length class are ``class_sizes``, through
     ``read`` (see the module docstring). ``round_trips``: each call of ``read`` is a
     round trip to a server (see :data:`ROUND_TRIP_READS`)."""
+    steps = ranking(terms, n, avgdl, class_sizes, limit, round_trips=round_trips)
+    try:
+        wave = next(steps)
+        while True:
+            wave = steps.send(await read(wave, limit))
+    except StopIteration as done:
+        return cast("list[Scored]", done.value)
+
+
+def rank_now(
+    terms: list[Term],
+    n: float,
+    avgdl: float,
+    class_sizes: Sequence[int],
+    limit: int,
+    read: Callable[[Sequence[Read], int], list[ReadRow]],
+) -> list[Scored]:
+    """:func:`rank` with a synchronous ``read`` (SQLite, inside aiosqlite's thread: a
+    whole search in one batch)."""
+    steps = ranking(terms, n, avgdl, class_sizes, limit)
+    try:
+        wave = next(steps)
+        while True:
+            wave = steps.send(read(wave, limit))
+    except StopIteration as done:
+        return cast("list[Scored]", done.value)
+
+
+def ranking(
+    terms: list[Term],
+    n: float,
+    avgdl: float,
+    class_sizes: Sequence[int],
+    limit: int,
+    *,
+    round_trips: bool = False,
+) -> Generator[list[Read], list[ReadRow], list[Scored]]:
+    """The search of :func:`rank` without its I/O: yields each wave's reads, is sent
+    their rows, and returns the top ``limit``."""
     read_rows = READ_ROWS * ROUND_TRIP_READS if round_trips else READ_ROWS
     fill = 1 if round_trips else _WAVE_FILL
     plan = _Plan(terms, n, avgdl, class_sizes)
@@ -206,7 +246,7 @@ async def rank(
         if not wave:
             break
         reads += len(wave)
-        found += [(row.score, row.timestamp, row.pk) for row in await read(wave, limit)]
+        found += [(row.score, row.timestamp, row.pk) for row in (yield wave)]
         found.sort(reverse=True)
         del found[limit:]
     return found

@@ -16,6 +16,7 @@ as ``:w0``, ``:w1``, ...
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from sqlalchemy import bindparam, text
@@ -32,6 +33,8 @@ __all__ = [
     "fts5_string",
     "pg_wave",
     "scope_lexeme",
+    "sqlite_memory_rows",
+    "sqlite_term_stats",
     "sqlite_wave",
     "tsquery_lexeme",
     "tsquery_of",
@@ -44,11 +47,9 @@ _ROWS = (
 )
 MEMORY_ROWS = {
     "postgresql": text(_ROWS.format(hint="")).bindparams(bindparam("pks", expanding=True)),
-    # By rowid: SQLite's planner took a (app_name, user_id, ...) index and read every
-    # memory of a big user (28 ms for 100,000).
-    "sqlite": text(_ROWS.format(hint=" NOT INDEXED")).bindparams(bindparam("pks", expanding=True)),
 }
-"""Per dialect: the memories with row keys ``:pks`` (what a search returns)."""
+"""Per dialect (PostgreSQL; SQLite: :func:`sqlite_memory_rows`): the memories with row
+keys ``:pks`` (what a search returns)."""
 
 MEMORY_STATS = text(
     "SELECT doc_count, lexeme_count FROM sqlstore_memory_stats"
@@ -68,14 +69,34 @@ TERM_STATS = {
         " WHERE t.app_name = :app_name AND t.user_id = :user_id AND t.term = q.term),"
         " NULL, NULL FROM unnest(CAST(:terms AS TEXT[])) AS q(term)"
     ),
-    "sqlite": text(
-        _STATS_ROW + " UNION ALL SELECT term, df, NULL, NULL FROM sqlstore_memory_terms"
-        " WHERE app_name = :app_name AND user_id = :user_id AND term IN :terms"
-    ).bindparams(bindparam("terms", expanding=True)),
 }
-"""Per dialect: the user's number of memories and their total length (BM25's N and
-avgdl), in a row whose ``term`` is NULL, and the document frequency of each of
-``:terms`` (NULL or no row: no memory of the user holds it)."""
+"""Per dialect (PostgreSQL; SQLite: :func:`sqlite_term_stats`): the user's number of
+memories and their total length (BM25's N and avgdl), in a row whose ``term`` is NULL,
+and the document frequency of each of ``:terms`` (NULL or no row: no memory of the
+user holds it)."""
+
+
+def _named(name: str, count: int) -> str:
+    return ", ".join(f":{name}_{i}" for i in range(count))
+
+
+@functools.lru_cache(maxsize=512)
+def sqlite_term_stats(terms: int) -> str:
+    """:data:`TERM_STATS` for sqlite3 itself (inside aiosqlite's thread), the terms
+    bound as ``:term_0`` ... ``:term_{terms-1}``."""
+    return (
+        _STATS_ROW + " UNION ALL SELECT term, df, NULL, NULL FROM sqlstore_memory_terms"
+        f" WHERE app_name = :app_name AND user_id = :user_id AND term IN ({_named('term', terms)})"
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def sqlite_memory_rows(pks: int) -> str:
+    """:data:`MEMORY_ROWS` for sqlite3 itself, the row keys bound as ``:pk_0`` ...
+    ``:pk_{pks-1}``. By rowid: SQLite's planner took a (app_name, user_id, ...) index and
+    read every memory of a big user (28 ms for 100,000)."""
+    return _ROWS.format(hint=" NOT INDEXED").replace(":pks", f"({_named('pk', pks)})")
+
 
 WaveRead = tuple[int, ...]
 """The shape of one read of a wave: the indexes of its absent terms (tested on each
