@@ -17,6 +17,7 @@ from sqlalchemy import event, text
 from adk_sqlstore import Event, MemoryEntry, Session, SqlMemoryService, SqlSessionService
 from adk_sqlstore.memory import ingestion
 from adk_sqlstore.memory import service as service_module
+from adk_sqlstore.sql import memory as sql_memory
 
 from .conftest import PostgresFactory
 
@@ -125,15 +126,17 @@ async def _lists(memory: SqlMemoryService) -> list[Any]:
     return [counts, ids]
 
 
-async def _two_databases(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> list[str]:
+async def _databases(
+    count: int, backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> list[str]:
     if backend == "sqlite":
-        urls = [f"sqlite:///{tmp_path}/{name}.db" for name in ("one", "other")]
+        urls = [f"sqlite:///{tmp_path}/db{n}.db" for n in range(count)]
         for url in urls:
             async with SqlMemoryService.from_url(url, auto_migrate=True) as memory:
                 await memory.store.ensure_schema()
         return urls
     factory: PostgresFactory = request.getfixturevalue("postgres_factory")
-    return [factory.create(), factory.create()]
+    return [factory.create() for _ in range(count)]
 
 
 @pytest.mark.parametrize(
@@ -142,13 +145,17 @@ async def _two_databases(backend: str, tmp_path: Path, request: pytest.FixtureRe
 async def test_one_round_trip_leaves_what_the_transaction_leaves(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fast_url, slow_url = await _two_databases(backend, tmp_path, request)
+    """The transaction path also in chunks of 2 rows a statement (PostgreSQL's arrays,
+    :data:`adk_sqlstore.sql.constructs.PG_ARRAY_ROWS`, else 10,000)."""
+    fast_url, slow_url, chunked_url = await _databases(3, backend, tmp_path, request)
     fast = await _scenario(fast_url)
     with monkeypatch.context() as patched:
         patched.setattr(ingestion, "one_round_trip", lambda dialect, rows: False)
         patched.setattr(service_module, "one_round_trip", lambda dialect, rows: False)
         slow = await _scenario(slow_url)
-    assert fast == slow
+        patched.setattr(sql_memory, "PG_ARRAY_ROWS", 2)
+        chunked = await _scenario(chunked_url)
+    assert fast == slow == chunked
     reports, memories, _, stats, truth, _ = fast
     assert [(r.events, r.deleted) for r in reports[:-1]] == [
         (3, 0), (3, 0), (4, 0), (6, 0), (4, 2), (0, 4), (6, 0)

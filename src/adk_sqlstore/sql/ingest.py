@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from .constructs import CHUNK, chunks
+from .constructs import CHUNK, PG_ARRAY_ROWS, chunks
 from .memory import MEMORY_COMPARED, MEMORY_UPDATABLE, PG_COLUMN_TYPES
 from .sqlite_thread import execute, fetch_all, fetch_one, rollback_quietly, run_batch
 
@@ -227,9 +227,9 @@ def _sqlite_write(
 
 def one_round_trip(dialect: str, rows: int) -> bool:
     """Whether the writes here take ``rows`` rows on ``dialect`` (PostgreSQL: one
-    statement's arrays, at most :data:`~.constructs.CHUNK` rows; more are written a
-    chunk per statement in a transaction, :func:`.memory.upsert_memories`)."""
-    return dialect != "postgresql" or rows <= CHUNK
+    statement's arrays, at most :data:`~.constructs.PG_ARRAY_ROWS` rows; more are
+    written a chunk per statement in a transaction, :func:`.memory.upsert_memories`)."""
+    return dialect != "postgresql" or rows <= PG_ARRAY_ROWS
 
 
 async def replace_session_memories(conn: AsyncConnection, write: SessionMemories) -> int | None:

@@ -13,7 +13,7 @@ from sqlalchemy import and_, bindparam, delete, func, or_, select, text, tuple_,
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..schema import memories, memory_ingestions, sessions
-from .constructs import chunks, upsert
+from .constructs import PG_ARRAY_ROWS, chunks, upsert
 
 __all__ = [
     "MEMORY_COMPARED",
@@ -115,8 +115,9 @@ async def upsert_memories(conn: AsyncConnection, rows: Sequence[dict[str, Any]])
     whose content changed (unchanged rows are not rewritten, nor re-indexed); of rows
     with the same key, the last wins.
 
-    PostgreSQL takes each chunk as one statement over arrays (``unnest``): its
-    statistics trigger then runs once per chunk, not once per row (once per row, each
+    PostgreSQL takes each chunk of :data:`~.constructs.PG_ARRAY_ROWS` as one statement
+    over arrays (``unnest``): its statistics trigger then runs once per chunk, not once
+    per row (once per row, each
     run updated the user's statistics row again in the same transaction, and every
     update walked all the row's earlier versions: a 100,000-event session took 16x the
     time of 20,000)."""
@@ -127,7 +128,7 @@ async def upsert_memories(conn: AsyncConnection, rows: Sequence[dict[str, Any]])
         for row in rows:
             by_user.setdefault((row["app_name"], row["user_id"]), {})[row["id"]] = row
         for (app_name, user_id), latest in by_user.items():
-            for chunk in chunks(list(latest.values())):
+            for chunk in chunks(list(latest.values()), PG_ARRAY_ROWS):
                 columns = {c: [r[c] for r in chunk] for c in ("id", *MEMORY_UPDATABLE)}
                 await conn.execute(
                     _PG_UPSERT, {"app_name": app_name, "user_id": user_id, **columns}
