@@ -403,14 +403,17 @@ class RawSqlite(Contender):
     async def list(self, user: str) -> int:
         return len(self.db().execute(_RAW_LIST.format(**_LITE), (APP, user)).fetchall())
 
-    async def concurrent(self, sessions: list[Any], per_task: int) -> None:
-        """20 threads, each with its own connection, as 20 writers would."""
+    async def concurrent(self, sessions: list[Any], events: list[list[Any]]) -> None:
+        """20 threads, each with its own connection, as 20 writers would; ``events[i]``
+        are appended to ``sessions[i]``."""
 
-        def work(session: Any) -> None:
-            for n in range(per_task):
-                self._append(session, raw_event(n))
+        def work(session: Any, mine: list[Any]) -> None:
+            for event in mine:
+                self._append(session, event)
 
-        await asyncio.gather(*(asyncio.to_thread(work, s) for s in sessions))
+        await asyncio.gather(
+            *(asyncio.to_thread(work, s, e) for s, e in zip(sessions, events, strict=True))
+        )
 
 
 def _is_postgres(url: str) -> bool:

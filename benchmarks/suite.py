@@ -91,16 +91,18 @@ async def append_sequential(c: Contender, size: Size) -> float:
 async def append_concurrent(c: Contender, size: Size) -> float:
     async def once() -> float:
         sessions = [await c.create(f"conc-{n}-{uuid.uuid4().hex[:6]}") for n in range(size.tasks)]
+        # the events are made before the clock starts, as for the sequential figure
+        events = [[c.make_event(n) for n in range(size.per_task)] for _ in sessions]
         start = time.perf_counter()
         if isinstance(c, RawSqlite):
-            await c.concurrent(sessions, size.per_task)
+            await c.concurrent(sessions, events)
         else:
 
-            async def task(session: Any) -> None:
-                for n in range(size.per_task):
-                    await c.append(session, c.make_event(n))
+            async def task(session: Any, mine: list[Any]) -> None:
+                for event in mine:
+                    await c.append(session, event)
 
-            await asyncio.gather(*(task(s) for s in sessions))
+            await asyncio.gather(*(task(s, e) for s, e in zip(sessions, events, strict=True)))
         return size.tasks * size.per_task / (time.perf_counter() - start)
 
     return await _median(size.repeat, once)
