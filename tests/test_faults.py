@@ -275,7 +275,7 @@ async def test_reads_cancelled_mid_statement_leave_every_pooled_connection_usabl
     sent to asyncpg past SQLAlchemy's execution layer) never leaves a connection that
     is still busy, or in a transaction, for the next call to get from the pool."""
     rng = random.Random(5)
-    key = {"app_name": "cancel", "user_id": "u1"}
+    key: dict[str, Any] = {"app_name": "cancel", "user_id": "u1"}
     big = await service.create_session(**key, state={"k": 0})
     await service.import_session(
         big.model_copy(
