@@ -65,7 +65,7 @@ test-embeddings:
 		tests/test_embedders.py tests/test_readme.py \
 		tests/test_locomo.py::test_locomo_slice_hybrid_recall_with_the_local_model
 
-bench: $(VENV)/.installed-dev  # the full run behind benchmarks/RESULTS.md (about 20 min)
+bench: $(VENV)/.installed-dev  # the full run behind benchmarks/RESULTS.md (about 25-30 min)
 	$(BIN)/python -m benchmarks run --size full --markdown benchmarks/RESULTS.md
 
 bench-smoke: $(VENV)/.installed-dev  # every benchmark at a tiny size (CI)
