@@ -117,10 +117,9 @@ async def upsert_memories(conn: AsyncConnection, rows: Sequence[dict[str, Any]])
 
     PostgreSQL takes each chunk of :data:`~.constructs.PG_ARRAY_ROWS` as one statement
     over arrays (``unnest``): its statistics trigger then runs once per chunk, not once
-    per row (once per row, each
-    run updated the user's statistics row again in the same transaction, and every
-    update walked all the row's earlier versions: a 100,000-event session took 16x the
-    time of 20,000)."""
+    per row (once per row, each run updated the user's statistics row again in the same
+    transaction, and every update walked all the row's earlier versions: a
+    100,000-event session took 16x the time of 20,000)."""
     if not rows:
         return
     if conn.dialect.name == "postgresql":
