@@ -408,3 +408,41 @@ async def test_0004_reindexes_memories_written_before_it(empty_url: str) -> None
             assert await conn.run_sync(_diff) == []
     finally:
         await engine.dispose()
+
+
+async def test_0007_indexes_terms_holding_a_backslash(empty_url: str) -> None:
+    """A term holding a backslash (a Windows path, ``a\\b``) is one term to the text
+    analysis; before 0007 SQLite's index split it and its search failed. Memories
+    written before it are found after it (its index is filled from them), down to 0006
+    and up again."""
+    from sqlalchemy import text
+
+    from adk_sqlstore import MemoryEntry
+
+    stored = ["C:\\Users\\jane\\report.pdf", "0\\0", "plain words only"]
+    engine = create_engine(empty_url)
+    try:
+        await upgrade(engine)
+        async with SqlMemoryService(engine) as memory:
+            for t in stored:
+                entry = MemoryEntry(content={"parts": [{"text": t}]})
+                await memory.add_memory(app_name="app", user_id="u", memories=[entry])
+        await downgrade(engine, "0006")
+        async with engine.connect() as conn:
+            kept = (await conn.execute(text("SELECT count(*) FROM sqlstore_memories"))).scalar()
+        assert kept == len(stored)
+        await upgrade(engine)
+        async with SqlMemoryService(engine) as memory:
+            for query, want in [
+                ("C:\\Users\\jane\\report.pdf", stored[0]),
+                ("report.pdf", stored[0]),
+                ("0\\0", stored[1]),
+                ("words", stored[2]),
+            ]:
+                found = await memory.search_memory(app_name="app", user_id="u", query=query)
+                got = [p.text for m in found.memories for p in m.content.parts or []]
+                assert got == [want], query
+        async with engine.connect() as conn:
+            assert await conn.run_sync(_diff) == []
+    finally:
+        await engine.dispose()
