@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import shutil
+import sqlite3
 import threading
 import warnings
 from pathlib import Path
@@ -22,6 +23,7 @@ from adk_sqlstore import (
     SqlMemoryService,
     SqlSessionService,
     StaleSessionError,
+    Store,
 )
 from adk_sqlstore.engine import create_engine
 from adk_sqlstore.migration import upgrade
@@ -154,3 +156,108 @@ async def test_a_store_closed_after_its_engine_was_disposed_leaves_no_connection
         warnings.simplefilter("always")
         gc.collect()
     assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+async def test_appends_run_in_the_event_loop_and_checkpoint_in_aiosqlites_thread(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An append on the held connection runs in the loop (no hop to aiosqlite's thread);
+    # every CHECKPOINT_EVERY of them one passive checkpoint runs in the thread instead
+    # of SQLite's own checkpoint in the loop, so the write-ahead log stays small.
+    hops: list[str] = []
+    in_thread = sqlite_thread._in_thread
+
+    async def counted(conn: Any, batch: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append(batch.__name__)
+        return await in_thread(conn, batch, *args, **kwargs)
+
+    monkeypatch.setattr(sqlite_thread, "_in_thread", counted)
+    path = Path(sqlite_url.removeprefix("sqlite:///"))
+    appends = 10 * sqlite_thread.CHECKPOINT_EVERY
+    text = "kayak " * 300  # about 2 kB an event: 3 to 4 pages of log an append
+    async with SqlSessionService.from_url(sqlite_url) as service:
+        session = await service.create_session(app_name="app", user_id="u")
+        wal_sizes = []
+        for n in range(appends):
+            event = Event(author="user", content={"parts": [{"text": f"{n} {text}"}]})
+            await service.append_event(session, event)
+            wal_sizes.append(path.with_name(path.name + "-wal").stat().st_size)
+        got = await service.get_session(app_name="app", user_id="u", session_id=session.id)
+        assert got is not None and got.events == session.events and got.revision == appends
+    assert hops.count("_sqlite_append") == 0
+    assert hops.count("_checkpoint") == appends // sqlite_thread.CHECKPOINT_EVERY
+    # Without checkpoints the log would hold every append (more than 8 MB here).
+    assert max(wal_sizes) < 4 * 4096 * 2 * sqlite_thread.CHECKPOINT_EVERY
+
+
+async def test_an_append_that_finds_the_write_lock_taken_waits_in_the_thread(
+    sqlite_url: str,
+) -> None:
+    # Another connection (another process, say) holds the write lock: the in-loop try
+    # fails at once, the append waits for the lock in aiosqlite's thread (busy_timeout),
+    # the event loop runs meanwhile, and the append lands once the lock is released.
+    async with SqlSessionService.from_url(sqlite_url) as service:
+        session = await service.create_session(app_name="app", user_id="u")
+        await service.append_event(session, Event(author="user", invocation_id="first"))
+        other = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            loop = asyncio.get_running_loop()
+            released = loop.create_future()
+
+            def release() -> None:
+                other.execute("COMMIT")
+                released.set_result(loop.time())
+
+            ticks = 0
+
+            async def ticker() -> None:
+                nonlocal ticks
+                while not released.done():
+                    ticks += 1
+                    await asyncio.sleep(0.005)
+
+            loop.call_later(0.4, release)
+            ticking = asyncio.create_task(ticker())
+            await service.append_event(session, Event(author="user", invocation_id="second"))
+            landed = loop.time()
+            await ticking
+        finally:
+            other.close()
+        assert released.done() and landed >= released.result()
+        assert ticks >= 20, f"the event loop was blocked while the append waited ({ticks})"
+        await service.append_event(session, Event(author="user", invocation_id="third"))
+        got = await service.get_session(app_name="app", user_id="u", session_id=session.id)
+        assert got is not None
+        assert [e.invocation_id for e in got.events] == ["first", "second", "third"]
+
+
+async def test_connections_back_in_the_pool_have_their_own_settings(sqlite_url: str) -> None:
+    # The held connection runs without a busy timeout or automatic checkpoints while
+    # it serves appends; a connection the pool hands out (after a failed append closed
+    # the held one, or after the service closed) waits for locks as configured.
+    engine = create_engine(sqlite_url, sqlite_busy_timeout=7.0)
+    try:
+        store = Store(engine)
+        service = SqlSessionService(store)
+        session = await service.create_session(app_name="app", user_id="u")
+        stale = await service.get_session(app_name="app", user_id="u", session_id=session.id)
+        assert stale is not None
+        await service.append_event(session, Event(author="user"))
+        with pytest.raises(StaleSessionError):
+            await service.append_event(stale, Event(author="user"))
+        await service.append_event(session, Event(author="user"))
+        await store.close()  # the held connection goes back to the pool
+        pooled = engine.sync_engine.pool.checkedin()  # type: ignore[attr-defined]
+        assert pooled >= 1
+        conns = [await engine.connect() for _ in range(pooled)]
+        try:
+            for conn in conns:
+                busy = (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar()
+                pages = (await conn.exec_driver_sql("PRAGMA wal_autocheckpoint")).scalar()
+                assert (busy, pages) == (7000, 1000)
+        finally:
+            for conn in conns:
+                await conn.close()
+    finally:
+        await engine.dispose()

@@ -37,6 +37,7 @@ from .settings import (
 )
 from .sql.connection import BEGIN_READ, BEGIN_WRITE, sqlite_pragmas
 from .sql.held import HeldConnection
+from .sql.sqlite_thread import restore_on_checkout
 from .urls import normalize_url, redact_url, split_settings
 
 __all__ = [
@@ -275,6 +276,10 @@ def _configure_sqlite(sync_engine: Engine, busy_timeout: float) -> None:
                 cursor.execute(pragma)
         finally:
             cursor.close()
+
+    @event.listens_for(sync_engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        restore_on_checkout(dbapi_connection, record.info)
 
     @event.listens_for(sync_engine, "reset")
     def _on_reset(dbapi_connection: Any, _record: Any, reset_state: Any) -> None:

@@ -22,10 +22,10 @@ import contextlib
 import functools
 import logging
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any, ParamSpec, Self, TypeVar
+from typing import Any, Generic, ParamSpec, Self, TypeVar, cast
 
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -68,7 +68,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-async def finish_before_cancel(work: Awaitable[T]) -> T:
+async def finish_before_cancel(work: Coroutine[Any, Any, T]) -> T:
     """Await ``work`` to its end even if the caller is cancelled meanwhile, then pass
     the cancellation on.
 
@@ -76,8 +76,16 @@ async def finish_before_cancel(work: Awaitable[T]) -> T:
     then discards the connection, and an SQLite write lock can outlive it). Writes are
     short, so they finish (commit or roll back) first; the caller still gets
     ``CancelledError``, and what it holds is never ahead of storage.
+
+    ``work`` starts in the caller's task and moves to a task of its own at its first
+    wait: a write that never waits (an SQLite append run in the event loop) costs no
+    task and no turn of the loop (as Python 3.12's eager tasks would).
     """
-    task = asyncio.ensure_future(work)
+    try:
+        pending = work.send(None)
+    except StopIteration as done:
+        return cast(T, done.value)
+    task = asyncio.ensure_future(_resumed(work, pending))
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
@@ -87,6 +95,40 @@ async def finish_before_cancel(work: Awaitable[T]) -> T:
         if not task.cancelled():
             task.exception()  # retrieved: the cancellation is what the caller hears of
         raise
+
+
+async def _resumed(work: Coroutine[Any, Any, T], pending: Any) -> T:
+    """The rest of ``work``, started elsewhere and now waiting on ``pending``."""
+    return await _Rest(work, pending)
+
+
+class _Rest(Generic[T]):
+    """Awaitable: drive a started coroutine on, from what it yielded last (a future,
+    or ``None`` for a bare turn of the loop), passing in what the task sends or
+    throws (a cancellation)."""
+
+    def __init__(self, work: Coroutine[Any, Any, T], pending: Any) -> None:
+        self._work = work
+        self._pending = pending
+
+    def __await__(self) -> Generator[Any, Any, T]:
+        work, pending = self._work, self._pending
+        while True:
+            try:
+                sent = yield pending
+            except GeneratorExit:
+                work.close()
+                raise
+            except BaseException as exc:
+                try:
+                    pending = work.throw(exc)
+                except StopIteration as done:
+                    return cast(T, done.value)
+            else:
+                try:
+                    pending = work.send(sent)
+                except StopIteration as done:
+                    return cast(T, done.value)
 
 
 def write_completes(

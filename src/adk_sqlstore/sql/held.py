@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.pool import Pool
 
+from .sqlite_thread import allow_in_loop
+
 __all__ = ["HeldConnection"]
 
 
@@ -18,8 +20,9 @@ class HeldConnection:
     checkout and check-in through SQLAlchemy's asyncio layer (measured: about 190 us of
     the 750 us of an append on a busy 2-vCPU machine, more than the batch's own SQL).
     One task at a time uses it; a task that finds it in use takes a pooled connection,
-    as before. After a failure or a cancellation it is closed, and the next use opens
-    another.
+    as before. Appends on it run in the event loop itself
+    (:func:`~.sqlite_thread.allow_in_loop`). After a failure or a cancellation it is
+    closed, and the next use opens another.
     """
 
     def __init__(self, engine: AsyncEngine) -> None:
@@ -40,6 +43,7 @@ class HeldConnection:
             if self._conn is None:
                 self._pool = self._engine.sync_engine.pool
                 self._conn = await self._engine.connect()
+                await allow_in_loop(self._conn)
             conn = self._conn
             try:
                 yield conn

@@ -173,7 +173,7 @@ async def append_row(conn: AsyncConnection, row: AppendRow) -> int | None:
             params[f"{scope}_values"] = [v for _, v in items]
         rows = await fetch(conn, _POSTGRES_APPEND, params)
         return int(rows[0][0]) if rows else None
-    return await run_batch(conn, _sqlite_append, row)
+    return await run_batch(conn, _sqlite_append, row, in_loop=True)
 
 
 _LOAD_SESSION = """
