@@ -261,3 +261,15 @@ async def test_connections_back_in_the_pool_have_their_own_settings(sqlite_url: 
                 await conn.close()
     finally:
         await engine.dispose()
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite+aiosqlite:///:memory:"])
+async def test_an_in_memory_database_keeps_its_appends_in_aiosqlites_thread(url: str) -> None:
+    # An in-memory database's connection may be used only from the thread that opened
+    # it (check_same_thread): its appends stay in aiosqlite's thread.
+    async with SqlSessionService.from_url(url, auto_migrate=True) as service:
+        session = await service.create_session(app_name="app", user_id="u")
+        for n in range(3):
+            await service.append_event(session, Event(author="user", invocation_id=f"i{n}"))
+        got = await service.get_session(app_name="app", user_id="u", session_id=session.id)
+        assert got is not None and got.events == session.events and got.revision == 3

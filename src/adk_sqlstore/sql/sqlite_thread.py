@@ -143,7 +143,7 @@ async def allow_in_loop(conn: AsyncConnection) -> None:
     if _queue(raw.driver_connection) is None or not isinstance(db, sqlite3.Connection):
         return
     try:
-        db.total_changes  # noqa: B018 (raises ProgrammingError in a foreign thread)
+        db.cursor().close()  # raises ProgrammingError where the thread is checked
     except sqlite3.ProgrammingError:
         return
     conn.info[_LOOP_INFO] = _Loop(db)
