@@ -29,13 +29,21 @@ from .errors import ConfigurationError
 from .settings import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_OVERFLOW,
+    DEFAULT_MYSQL_POOL_RECYCLE,
     DEFAULT_POOL_SIZE,
     DEFAULT_SQLITE_BUSY_TIMEOUT,
     SETTINGS,
     check_settings,
     convert_settings,
+    milliseconds,
 )
-from .sql.connection import BEGIN_READ, BEGIN_WRITE, sqlite_pragmas
+from .sql.connection import (
+    BEGIN_READ,
+    BEGIN_WRITE,
+    MYSQL_BEGIN_READ,
+    mysql_session,
+    sqlite_pragmas,
+)
 from .sql.held import HeldConnection
 from .sql.sqlite_thread import restore_on_checkout
 from .urls import normalize_url, redact_url, split_settings
@@ -49,6 +57,7 @@ __all__ = [
     "engine_for_loop",
     "engine_views",
     "given_url",
+    "mysql_options",
     "postgres_options",
     "release_held",
 ]
@@ -83,15 +92,20 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
     for name in ("pool_size", "max_overflow", "pool_timeout", "pool_recycle", "pool_pre_ping"):
         if name in settings:
             kwargs.setdefault(name, settings[name])
-    if normalized.get_backend_name() == "postgresql":
+    backend = normalized.get_backend_name()
+    if backend == "postgresql":
         postgres_options(settings, kwargs)
+    elif backend == "mysql":
+        mysql_options(settings, kwargs)
     else:
         _sqlite_options(normalized, kwargs)
     engine = _create(normalized, kwargs)
+    timeout = settings.get("statement_timeout")
     configure_engine(
         engine,
         sqlite_busy_timeout=settings.get("sqlite_busy_timeout", DEFAULT_SQLITE_BUSY_TIMEOUT),
         pgbouncer=settings.get("pgbouncer", False),
+        mysql_statement_timeout_ms=None if timeout is None else milliseconds(timeout),
     )
     engine.sync_engine.__dict__[_GIVEN_URL] = given
     return engine
@@ -123,7 +137,8 @@ def _create(url: URL, kwargs: dict[str, Any]) -> AsyncEngine:
     try:
         return create_async_engine(url, **kwargs)
     except ModuleNotFoundError as exc:
-        extra = "postgres" if url.get_backend_name() == "postgresql" else "sqlite"
+        extras = {"postgresql": "postgres", "mysql": "mysql"}
+        extra = extras.get(url.get_backend_name(), "sqlite")
         raise ConfigurationError(
             f"the {exc.name} driver for {redact_url(url)} is not installed: pip install"
             f" 'adk-sqlstore[{extra}]'"
@@ -217,6 +232,37 @@ def postgres_options(settings: dict[str, Any], kwargs: dict[str, Any]) -> None:
         del kwargs["connect_args"]
 
 
+def _varbinary_as_text(value: Any) -> Any:
+    """A ``VARBINARY`` value as text: identifiers and keys are stored as UTF-8 bytes on
+    MySQL and MariaDB (exact, unpadded comparison, and a key's length in bytes: see
+    :mod:`adk_sqlstore.schema`), and read back as the ``str`` they were."""
+    return value.decode() if isinstance(value, bytes | bytearray) else value
+
+
+def mysql_options(settings: dict[str, Any], kwargs: dict[str, Any]) -> None:
+    """Add to ``kwargs`` (of ``create_async_engine``) the engine and asyncmy arguments
+    of MySQL or MariaDB connection ``settings`` (:data:`adk_sqlstore.settings.SETTINGS`).
+
+    asyncmy reads every ``VARBINARY`` value back as text (its ``VAR_STRING`` decoder;
+    ``BLOB`` values, the embeddings, stay bytes)."""
+    from asyncmy.constants import FIELD_TYPE
+    from asyncmy.converters import conversions
+
+    if "poolclass" not in kwargs:
+        kwargs.setdefault("pool_size", DEFAULT_POOL_SIZE)
+        kwargs.setdefault("max_overflow", DEFAULT_MAX_OVERFLOW)
+        kwargs.setdefault("pool_recycle", DEFAULT_MYSQL_POOL_RECYCLE)
+    connect_args = kwargs.setdefault("connect_args", {})
+    decoders = dict(conversions)
+    decoders[FIELD_TYPE.VAR_STRING] = _varbinary_as_text
+    connect_args.setdefault("conv", decoders)
+    connect_args.setdefault(
+        "connect_timeout", settings.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)
+    )
+    if "command_timeout" in settings:
+        connect_args.setdefault("read_timeout", settings["command_timeout"])
+
+
 _CONFIGURED = "_adk_sqlstore_configured"  # kept on the sync engine: whether, and how
 _PGBOUNCER = "_adk_sqlstore_pgbouncer"
 
@@ -226,6 +272,7 @@ def configure_engine(
     *,
     sqlite_busy_timeout: float = DEFAULT_SQLITE_BUSY_TIMEOUT,
     pgbouncer: bool = False,
+    mysql_statement_timeout_ms: float | None = None,
 ) -> None:
     """Install this library's connection settings on ``engine`` (idempotent).
 
@@ -244,6 +291,11 @@ def configure_engine(
     call sees one snapshot, and ``BEGIN IMMEDIATE`` for writes, so that a writer waits
     for the lock (up to the busy timeout) instead of failing with "database is locked"
     when it upgrades a read lock.
+
+    MySQL and MariaDB: each new connection gets the session settings of
+    :func:`adk_sqlstore.sql.connection.mysql_session` (a strict ``sql_mode``,
+    ``READ COMMITTED``, the statement timeout), and read transactions begin with one
+    consistent snapshot (``MYSQL_BEGIN_READ``).
     """
     sync_engine = engine.sync_engine
     if sync_engine.__dict__.get(_CONFIGURED, False):
@@ -254,6 +306,8 @@ def configure_engine(
         _configure_postgres(sync_engine)
     elif sync_engine.dialect.name == "sqlite":
         _configure_sqlite(sync_engine, sqlite_busy_timeout)
+    elif sync_engine.dialect.name == "mysql":
+        _configure_mysql(sync_engine, mysql_statement_timeout_ms)
 
 
 def _configure_postgres(sync_engine: Engine) -> None:
@@ -294,6 +348,26 @@ def _configure_sqlite(sync_engine: Engine, busy_timeout: float) -> None:
     def _on_begin(conn: Any) -> None:
         write = conn.get_execution_options().get(WRITE_OPTION, False)
         conn.exec_driver_sql(BEGIN_WRITE if write else BEGIN_READ)
+
+
+def _configure_mysql(sync_engine: Engine, statement_timeout_ms: float | None) -> None:
+    @event.listens_for(sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        mariadb = "mariadb" in str(dbapi_connection.driver_connection.get_server_info()).lower()
+        cursor = dbapi_connection.cursor()
+        try:
+            for statement in mysql_session(
+                mariadb=mariadb, statement_timeout_ms=statement_timeout_ms
+            ):
+                cursor.execute(statement)
+        finally:
+            cursor.close()
+
+    @event.listens_for(sync_engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        if not conn.get_execution_options().get(WRITE_OPTION, False):
+            for statement in MYSQL_BEGIN_READ:
+                conn.exec_driver_sql(statement)
 
 
 # -- one engine, several event loops ------------------------------------------------------
@@ -426,9 +500,10 @@ class EngineViews:
         autocommit: the hot paths' connection outside any transaction (PostgreSQL
             AUTOCOMMIT: one statement is one atomic round trip; SQLite: a batch of
             statements runs in aiosqlite's thread, which begins and commits itself).
-            Behind a transaction pooler it is ``write`` (see ``autocommit_begins``).
+            Behind a transaction pooler, and on MySQL and MariaDB (where a hot path
+            is several statements), it is ``write`` (see ``autocommit_begins``).
         autocommit_begins: whether ``autocommit`` connections must be used inside
-            ``engine.begin()`` (a transaction pooler) rather than ``connect()``.
+            ``engine.begin()`` (a transaction pooler, MySQL) rather than ``connect()``.
     """
 
     write: AsyncEngine
@@ -453,7 +528,11 @@ def engine_views(engine: AsyncEngine) -> EngineViews:
     views: EngineViews | None = current.sync_engine.__dict__.get(_VIEWS)
     if views is None:
         write = current.execution_options(**{WRITE_OPTION: True})
-        if current.dialect.name != "postgresql":
+        if current.dialect.name == "mysql":
+            # Each hot path is several statements in one write transaction here (no
+            # data-modifying CTEs, no batches in a thread of the driver's).
+            views = EngineViews(write=write, read=current, autocommit=write, autocommit_begins=True)
+        elif current.dialect.name != "postgresql":
             views = EngineViews(
                 write=write,
                 read=current,
