@@ -132,15 +132,16 @@ def _added(row: str) -> str:
 
 def _removed(row: str) -> str:
     """SQL: take ``row`` out of its user's statistics, then out of its terms (a term's
-    row goes with its last memory)."""
-    owner = f"app_name = {row}.app_name AND user_id = {row}.user_id"
-    held = f"term IN (SELECT j.term FROM {_terms_of(row)})"
+    row goes with its last memory). Joined to the split terms, each term row is one
+    primary-key lookup (``term IN (SELECT ...)`` read all of the user's terms)."""
+    owner = f"t.app_name = {row}.app_name AND t.user_id = {row}.user_id"
+    held = f"sqlstore_memory_terms AS t JOIN {_terms_of(row)} ON t.term = j.term"
     return f"""
   UPDATE sqlstore_memory_stats
     SET doc_count = doc_count - 1, lexeme_count = lexeme_count - {row}.token_count
-  WHERE {owner};
-  DELETE FROM sqlstore_memory_terms WHERE {owner} AND df <= 1 AND {held};
-  UPDATE sqlstore_memory_terms SET df = df - 1 WHERE {owner} AND {held};"""
+  WHERE app_name = {row}.app_name AND user_id = {row}.user_id;
+  DELETE t FROM {held} WHERE {owner} AND t.df <= 1;
+  UPDATE {held} SET t.df = t.df - 1 WHERE {owner};"""
 
 
 _CHANGED = (

@@ -1,4 +1,5 @@
-"""Engines: the one place that knows about drivers, pools and pragmas.
+"""Engines: pools, and the one place that makes and configures them (what each driver
+needs is in :mod:`adk_sqlstore.drivers`).
 
 :func:`create_engine` makes an :class:`AsyncEngine` for a URL (see :mod:`adk_sqlstore.urls`
 for the spellings and settings), :func:`configure_engine` installs this library's
@@ -14,38 +15,33 @@ import contextlib
 import copy
 import threading
 import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
-from sqlalchemy.engine import URL, Engine
-from sqlalchemy.exc import ArgumentError, DisconnectionError
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.pool import AsyncAdaptedQueuePool
 
+from .drivers import (
+    READ_OPTION,
+    WRITE_OPTION,
+    configure_mysql,
+    configure_postgres,
+    configure_sqlite,
+    mysql_options,
+    postgres_options,
+    sqlite_options,
+)
 from .errors import ConfigurationError
 from .settings import (
-    DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_MAX_OVERFLOW,
-    DEFAULT_MYSQL_POOL_RECYCLE,
-    DEFAULT_POOL_SIZE,
     DEFAULT_SQLITE_BUSY_TIMEOUT,
     SETTINGS,
     check_settings,
     convert_settings,
     milliseconds,
 )
-from .sql.connection import (
-    BEGIN_READ,
-    BEGIN_WRITE,
-    MYSQL_BEGIN_READ,
-    mysql_session,
-    sqlite_pragmas,
-)
 from .sql.held import HeldConnection
-from .sql.sqlite_thread import restore_on_checkout
 from .urls import normalize_url, redact_url, split_settings
 
 __all__ = [
@@ -57,12 +53,8 @@ __all__ = [
     "engine_for_loop",
     "engine_views",
     "given_url",
-    "mysql_options",
-    "postgres_options",
     "release_held",
 ]
-
-WRITE_OPTION = "adk_sqlstore_write"
 
 
 def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
@@ -98,7 +90,7 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
     elif backend == "mysql":
         mysql_options(settings, kwargs)
     else:
-        _sqlite_options(normalized, kwargs)
+        sqlite_options(normalized, kwargs)
     engine = _create(normalized, kwargs)
     timeout = settings.get("statement_timeout")
     configure_engine(
@@ -109,27 +101,6 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
     )
     engine.sync_engine.__dict__[_GIVEN_URL] = given
     return engine
-
-
-def _sqlite_options(url: URL, kwargs: dict[str, Any]) -> None:
-    """Add the engine arguments of an SQLite file to ``kwargs``.
-
-    Raises:
-        ConfigurationError: the file's folder does not exist.
-    """
-    database = url.database or ""
-    if database and database != ":memory:" and not database.startswith("file:"):
-        folder = Path(database).resolve().parent
-        if not folder.is_dir():  # fail here, not in aiosqlite's thread
-            raise ConfigurationError(
-                f"the folder {folder} of SQLite database {database} does not exist"
-            )
-        # A pool of open connections, as SQLAlchemy 2.1 chooses for a file (2.0 opens
-        # a connection, and aiosqlite's thread, per use).
-        kwargs.setdefault("poolclass", AsyncAdaptedQueuePool)
-    # Every transaction of this library ends in COMMIT or ROLLBACK, so the pool's
-    # extra ROLLBACK on check-in would only cost a trip to aiosqlite's thread.
-    kwargs.setdefault("pool_reset_on_return", None)
 
 
 def _create(url: URL, kwargs: dict[str, Any]) -> AsyncEngine:
@@ -158,109 +129,6 @@ def given_url(engine: AsyncEngine) -> URL:
         sync = sync._proxied  # an engine with execution options: the one it wraps
     url: URL = sync.__dict__.get(_GIVEN_URL, engine.url)
     return url
-
-
-def _connect_host_by_host(timeout: float) -> Callable[..., Awaitable[Any]]:
-    """asyncpg's ``connect``, giving each host of a several-hosts URL ``timeout``
-    seconds of its own.
-
-    asyncpg spends one time budget on all hosts: a primary that accepts connections
-    but answers nothing (frozen, or cut off) uses it all, and the promoted standby
-    after it is never tried. Here each host is tried in turn with its own budget; the
-    first that connects and has the wanted ``target_session_attrs`` wins, else the
-    last error is raised.
-    """
-
-    async def connect(*args: Any, **kwargs: Any) -> Any:
-        import asyncpg
-
-        hosts, ports = kwargs.get("host"), kwargs.get("port")
-        if not isinstance(hosts, list | tuple) or len(hosts) < 2:
-            return await asyncpg.connect(*args, **{"timeout": timeout, **kwargs})
-        if not isinstance(ports, list | tuple):
-            ports = [ports] * len(hosts)
-        failure: BaseException | None = None
-        for host, port in zip(hosts, ports, strict=True):
-            try:
-                return await asyncpg.connect(
-                    *args, **{"timeout": timeout, **kwargs, "host": host, "port": port}
-                )
-            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                failure = exc  # the next host; asyncpg's own reason is kept for the last
-        assert failure is not None
-        raise failure
-
-    return connect
-
-
-def _unnamed() -> str:
-    """asyncpg's name for an unnamed prepared statement."""
-    return ""
-
-
-def postgres_options(settings: dict[str, Any], kwargs: dict[str, Any]) -> None:
-    """Add to ``kwargs`` (of ``create_async_engine``) the engine and asyncpg arguments
-    of PostgreSQL connection ``settings`` (:data:`adk_sqlstore.settings.SETTINGS`)."""
-    if "poolclass" not in kwargs:
-        kwargs.setdefault("pool_size", DEFAULT_POOL_SIZE)
-        kwargs.setdefault("max_overflow", DEFAULT_MAX_OVERFLOW)
-    connect_args = kwargs.setdefault("connect_args", {})
-    server = connect_args.setdefault("server_settings", {})
-    if "statement_timeout" in settings:
-        server.setdefault("statement_timeout", settings["statement_timeout"])
-    if "search_path" in settings:
-        server.setdefault("search_path", settings["search_path"])
-    if "command_timeout" in settings:
-        connect_args.setdefault("command_timeout", settings["command_timeout"])
-    connect_args.setdefault(
-        "async_creator_fn",
-        _connect_host_by_host(settings.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)),
-    )
-    if settings.get("pgbouncer"):
-        # A transaction pooler hands each transaction to any server connection: a
-        # statement prepared on one is unknown to the next, and one left prepared there
-        # stays for the server connection's life (asyncpg closes it later, through
-        # whichever connection the pooler then gives). So: no caches, and every
-        # statement unnamed (name ""), which the next statement replaces on the server;
-        # prepared and run inside one transaction, on one server connection.
-        connect_args.setdefault("statement_cache_size", 0)
-        connect_args.setdefault("prepared_statement_cache_size", 0)
-        connect_args.setdefault("prepared_statement_name_func", _unnamed)
-    if not server:
-        del connect_args["server_settings"]
-    if not connect_args:
-        del kwargs["connect_args"]
-
-
-def _varbinary_as_text(value: Any) -> Any:
-    """A ``VARBINARY`` value as text: identifiers and keys are stored as UTF-8 bytes on
-    MySQL and MariaDB (exact, unpadded comparison, and a key's length in bytes: see
-    :mod:`adk_sqlstore.schema`), and read back as the ``str`` they were."""
-    return value.decode() if isinstance(value, bytes | bytearray) else value
-
-
-def mysql_options(settings: dict[str, Any], kwargs: dict[str, Any]) -> None:
-    """Add to ``kwargs`` (of ``create_async_engine``) the engine and asyncmy arguments
-    of MySQL or MariaDB connection ``settings`` (:data:`adk_sqlstore.settings.SETTINGS`).
-
-    asyncmy reads every ``VARBINARY`` value back as text (its ``VAR_STRING`` decoder;
-    ``BLOB`` values, the embeddings, stay bytes)."""
-    from asyncmy.constants import FIELD_TYPE
-    from asyncmy.converters import conversions
-
-    if "poolclass" not in kwargs:
-        kwargs.setdefault("pool_size", DEFAULT_POOL_SIZE)
-        kwargs.setdefault("max_overflow", DEFAULT_MAX_OVERFLOW)
-        kwargs.setdefault("pool_recycle", DEFAULT_MYSQL_POOL_RECYCLE)
-    connect_args = kwargs.setdefault("connect_args", {})
-    decoders = dict(conversions)
-    decoders[FIELD_TYPE.VAR_STRING] = _varbinary_as_text
-    connect_args.setdefault("conv", decoders)
-    connect_args.setdefault(
-        "connect_timeout", settings.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)
-    )
-    if "command_timeout" in settings:
-        connect_args.setdefault("read_timeout", settings["command_timeout"])
 
 
 _CONFIGURED = "_adk_sqlstore_configured"  # kept on the sync engine: whether, and how
@@ -294,8 +162,9 @@ def configure_engine(
 
     MySQL and MariaDB: each new connection gets the session settings of
     :func:`adk_sqlstore.sql.connection.mysql_session` (a strict ``sql_mode``,
-    ``READ COMMITTED``, the statement timeout), and read transactions begin with one
-    consistent snapshot (``MYSQL_BEGIN_READ``).
+    ``READ COMMITTED``, the statement timeout), and the store's read transactions
+    (:func:`engine_views`) begin with one consistent snapshot (``MYSQL_BEGIN_READ``);
+    other transactions on the engine begin as MySQL begins them.
     """
     sync_engine = engine.sync_engine
     if sync_engine.__dict__.get(_CONFIGURED, False):
@@ -303,71 +172,11 @@ def configure_engine(
     sync_engine.__dict__[_CONFIGURED] = True
     sync_engine.__dict__[_PGBOUNCER] = pgbouncer
     if sync_engine.dialect.name == "postgresql":
-        _configure_postgres(sync_engine)
+        configure_postgres(sync_engine)
     elif sync_engine.dialect.name == "sqlite":
-        _configure_sqlite(sync_engine, sqlite_busy_timeout)
+        configure_sqlite(sync_engine, sqlite_busy_timeout)
     elif sync_engine.dialect.name == "mysql":
-        _configure_mysql(sync_engine, mysql_statement_timeout_ms)
-
-
-def _configure_postgres(sync_engine: Engine) -> None:
-    @event.listens_for(sync_engine, "checkout")
-    def _on_checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
-        driver = getattr(dbapi_connection, "driver_connection", None)
-        if driver is not None and driver.is_closed():
-            raise DisconnectionError("the server closed this pooled connection")
-
-
-def _configure_sqlite(sync_engine: Engine, busy_timeout: float) -> None:
-    pragmas = sqlite_pragmas(busy_timeout)
-
-    @event.listens_for(sync_engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
-        cursor = dbapi_connection.cursor()
-        try:
-            for pragma in pragmas:
-                cursor.execute(pragma)
-        finally:
-            cursor.close()
-
-    @event.listens_for(sync_engine, "checkout")
-    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
-        restore_on_checkout(dbapi_connection, record.info)
-
-    @event.listens_for(sync_engine, "reset")
-    def _on_reset(dbapi_connection: Any, _record: Any, reset_state: Any) -> None:
-        # The pool does not roll back on check-in (pool_reset_on_return=None, one trip
-        # to aiosqlite's thread saved per call); a transaction a cancelled read left
-        # open is rolled back here, so that no pooled connection keeps one.
-        driver = getattr(dbapi_connection, "driver_connection", None)
-        if reset_state.asyncio_safe and getattr(driver, "in_transaction", False):
-            dbapi_connection.rollback()
-
-    @event.listens_for(sync_engine, "begin")
-    def _on_begin(conn: Any) -> None:
-        write = conn.get_execution_options().get(WRITE_OPTION, False)
-        conn.exec_driver_sql(BEGIN_WRITE if write else BEGIN_READ)
-
-
-def _configure_mysql(sync_engine: Engine, statement_timeout_ms: float | None) -> None:
-    @event.listens_for(sync_engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        mariadb = "mariadb" in str(dbapi_connection.driver_connection.get_server_info()).lower()
-        cursor = dbapi_connection.cursor()
-        try:
-            for statement in mysql_session(
-                mariadb=mariadb, statement_timeout_ms=statement_timeout_ms
-            ):
-                cursor.execute(statement)
-        finally:
-            cursor.close()
-
-    @event.listens_for(sync_engine, "begin")
-    def _on_begin(conn: Any) -> None:
-        if not conn.get_execution_options().get(WRITE_OPTION, False):
-            for statement in MYSQL_BEGIN_READ:
-                conn.exec_driver_sql(statement)
+        configure_mysql(sync_engine, mysql_statement_timeout_ms)
 
 
 # -- one engine, several event loops ------------------------------------------------------
@@ -531,7 +340,8 @@ def engine_views(engine: AsyncEngine) -> EngineViews:
         if current.dialect.name == "mysql":
             # Each hot path is several statements in one write transaction here (no
             # data-modifying CTEs, no batches in a thread of the driver's).
-            views = EngineViews(write=write, read=current, autocommit=write, autocommit_begins=True)
+            read = current.execution_options(**{READ_OPTION: True})
+            views = EngineViews(write=write, read=read, autocommit=write, autocommit_begins=True)
         elif current.dialect.name != "postgresql":
             views = EngineViews(
                 write=write,

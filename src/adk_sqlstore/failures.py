@@ -119,7 +119,7 @@ def is_unique_violation(exc: IntegrityError) -> bool:
     foreign key violation): SQLSTATE 23505 on PostgreSQL, "UNIQUE constraint failed"
     or "PRIMARY KEY" on SQLite, error 1062 (``ER_DUP_ENTRY``) on MySQL and MariaDB."""
     orig = exc.orig
-    if type(orig).__module__.partition(".")[0] == "asyncmy":
+    if orig is not None and type(orig).__module__.partition(".")[0] == "asyncmy":
         return bool(orig.args and orig.args[0] in _MYSQL_DUPLICATE_KEY)
     sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
     if sqlstate is not None:

@@ -48,6 +48,7 @@ __all__ = [
     "ALEMBIC_VERSION_TABLE",
     "IDENTIFIER",
     "MYSQL_TEXT",
+    "MYSQL_TEXT_TYPE",
     "SEARCH_OBJECTS",
     "app_state",
     "events",
@@ -91,6 +92,8 @@ IDENTIFIER = key(255)
 _STATE_KEY = key(1024)  # validation.MAX_STATE_KEY_BYTES
 _TERM = key(1040)  # search.analysis.MAX_TERM_CHARS (255) in UTF-8, and "~128"
 _TEXT = Text().with_variant(mysql.LONGTEXT(), "mysql")
+MYSQL_TEXT_TYPE = _TEXT
+"""Long text: ``TEXT``, ``LONGTEXT`` on MySQL (for columns declared elsewhere)."""
 
 MYSQL_TEXT = {"mariadb": "utf8mb4_nopad_bin", "mysql": "utf8mb4_0900_bin"}
 """The collation of MySQL and MariaDB tables (their ``LONGTEXT`` columns): ``utf8mb4``

@@ -37,6 +37,7 @@ from sqlalchemy.exc import ArgumentError
 
 from .errors import ConfigurationError
 from .settings import FALSE_WORDS, SETTINGS, TRUE_WORDS, check_settings
+from .url_parameters import asyncmy_query, asyncpg_query
 
 __all__ = [
     "DATABASE_URL_ENV",
@@ -265,9 +266,9 @@ def normalize_url(url: str | URL) -> URL:
         parsed = parsed.set(drivername="mysql")
     backend, driver = parsed.get_backend_name(), _driver(parsed)
     if backend == "postgresql":
-        parsed = _asyncpg_query(parsed)
+        parsed = asyncpg_query(parsed, redact_url(parsed))
     elif backend == "mysql":
-        parsed = _asyncmy_query(parsed)
+        parsed = asyncmy_query(parsed, redact_url(parsed))
     if parsed.get_driver_name() != driver:
         parsed = parsed.set(drivername=f"{backend}+{driver}")
     split_settings(parsed)  # a setting's value is checked here, before any connection
@@ -351,90 +352,6 @@ def _why_invalid(url: str) -> str:
         " postgresql://user:password@host:port/database, with '@' ':' '/' '?' '#' '%' and"
         " spaces in the user name or password percent-encoded"
     )
-
-
-_ASYNCPG_QUERY = {
-    "host",
-    "port",
-    "user",
-    "password",
-    "database",
-    "passfile",
-    "ssl",
-    "target_session_attrs",
-    "prepared_statement_cache_size",
-}
-
-
-_ASYNCPG_VALUES = {
-    "ssl": {"disable", "allow", "prefer", "require", "verify-ca", "verify-full", "true", "false"},
-    "target_session_attrs": {
-        "any",
-        "primary",
-        "standby",
-        "prefer-standby",
-        "read-write",
-        "read-only",
-    },
-}
-
-
-def _asyncpg_query(url: URL) -> URL:
-    """The URL's query as asyncpg takes it: libpq's ``sslmode`` becomes ``ssl`` (same
-    values: disable, allow, prefer, require, verify-ca, verify-full); parameters
-    asyncpg does not take raise ``ValueError`` here, not a ``TypeError`` at connect."""
-    query = dict(url.query)
-    if "sslmode" in query:
-        query.setdefault("ssl", query.pop("sslmode"))
-        query.pop("sslmode", None)
-    for name, allowed in _ASYNCPG_VALUES.items():
-        if name in query and str(query[name]).lower() not in allowed:
-            raise ConfigurationError(
-                f"database URL {redact_url(url)!r}: {name} must be one of"
-                f" {', '.join(sorted(allowed))}, not {query[name]!r}"
-            )
-    unknown = sorted(set(query) - _ASYNCPG_QUERY - set(SETTINGS))
-    if unknown:
-        taken = sorted(_ASYNCPG_QUERY | {"sslmode"} | set(SETTINGS) - {"sqlite_busy_timeout"})
-        raise ConfigurationError(
-            f"database URL {redact_url(url)!r}: adk-sqlstore and its PostgreSQL driver"
-            f" (asyncpg) do not take {', '.join(unknown)}; they take {', '.join(taken)}"
-        )
-    return url.set(query=query) if query != dict(url.query) else url
-
-
-_ASYNCMY_QUERY = {
-    "charset",
-    "unix_socket",
-    "ssl_ca",
-    "ssl_cert",
-    "ssl_key",
-    "ssl_check_hostname",
-    "local_infile",
-}
-
-
-def _asyncmy_query(url: URL) -> URL:
-    """The URL's query as asyncmy takes it, ``charset=utf8mb4`` set: every text column
-    is utf8mb4 (four-byte characters, emoji, included), and another connection charset
-    would garble them. Parameters asyncmy does not take, or another charset, raise
-    ``ValueError`` here, not a ``TypeError`` at connect."""
-    query = dict(url.query)
-    charset = str(query.get("charset", "utf8mb4")).lower()
-    if charset != "utf8mb4":
-        raise ConfigurationError(
-            f"database URL {redact_url(url)!r}: charset must be utf8mb4 (the store's"
-            f" text is utf8mb4 throughout), not {query['charset']!r}"
-        )
-    query["charset"] = "utf8mb4"
-    taken = _ASYNCMY_QUERY | set(SETTINGS) - {"sqlite_busy_timeout", "pgbouncer", "search_path"}
-    unknown = sorted(set(query) - taken)
-    if unknown:
-        raise ConfigurationError(
-            f"database URL {redact_url(url)!r}: adk-sqlstore and its MySQL driver (asyncmy)"
-            f" do not take {', '.join(unknown)}; they take {', '.join(sorted(taken))}"
-        )
-    return url.set(query=query)
 
 
 def resolve_url(url: str | URL | None = None) -> DatabaseTarget:

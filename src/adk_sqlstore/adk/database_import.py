@@ -40,7 +40,7 @@ from sqlalchemy import Select, inspect, select
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 
-from ..engine import postgres_options
+from ..drivers import postgres_options
 from ..errors import MigrationError
 from ..models import GetSessionConfig
 from ..sql.adk_source import (

@@ -85,7 +85,11 @@ def _mysql_upsert(
     new = stmt.inserted
     if not only_if_changed:
         return stmt.on_duplicate_key_update([(name, new[name]) for name in update])
-    changed = or_(*(not_(table.c[c].op("<=>")(new[c])) for c in only_if_changed))
-    guarded = [(n, func.if_(changed, new[n], table.c[n])) for n in update if n not in only_if_changed]
+    changed = or_(
+        *(not_(table.c[c].op("<=>", is_comparison=True)(new[c])) for c in only_if_changed)
+    )
+    guarded = [
+        (n, func.if_(changed, new[n], table.c[n])) for n in update if n not in only_if_changed
+    ]
     compared = [(n, new[n]) for n in update if n in only_if_changed]
     return stmt.on_duplicate_key_update(guarded + compared)
