@@ -354,7 +354,7 @@ async def set_terms(conn: AsyncConnection, rows: Sequence[tuple[int, list[str], 
         return
     pks = [pk for pk, _, _ in rows]
     read = select(memories.c.pk, memories.c.search_scope).where(memories.c.pk.in_(pks))
-    scopes = {pk: scope for pk, scope in (await conn.execute(read)).all()}
+    scopes = {int(pk): str(scope) for pk, scope in (await conn.execute(read)).all()}
     for p in params:
         scope = scopes[p["row_pk"]]
         p["new_search_tokens"] = mysql_tokens(scope, p["new_terms"], p["new_token_count"])
