@@ -11,12 +11,12 @@ import asyncio
 import logging.config
 
 from alembic import context
-from sqlalchemy import pool, text
+from sqlalchemy import pool
 from sqlalchemy.engine import Connection
 
 from adk_sqlstore.engine import WRITE_OPTION, create_engine
-from adk_sqlstore.migration import MIGRATION_LOCK
 from adk_sqlstore.schema import ALEMBIC_VERSION_TABLE, include_object, metadata
+from adk_sqlstore.sql.schema_version import lock_migrations, unlock_migrations
 from adk_sqlstore.urls import resolve_url
 
 config = context.config
@@ -67,12 +67,12 @@ def run_migrations_online() -> None:
         try:
             async with engine.connect() as conn:
                 conn = await conn.execution_options(**{WRITE_OPTION: True})
-                if conn.dialect.name == "postgresql":  # one migration at a time
-                    await conn.execute(
-                        text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK}
-                    )
-                await conn.run_sync(_run)
-                await conn.commit()
+                await conn.run_sync(lock_migrations)  # one migration at a time
+                try:
+                    await conn.run_sync(_run)
+                    await conn.commit()
+                finally:
+                    await conn.run_sync(unlock_migrations)
         finally:
             await engine.dispose()
 

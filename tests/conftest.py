@@ -1,4 +1,5 @@
-"""Fixtures: one database fixture parametrised over an SQLite file and PostgreSQL.
+"""Fixtures: one database fixture parametrised over an SQLite file, PostgreSQL and
+MySQL/MariaDB.
 
 PostgreSQL: each test process (pytest-xdist runs two or more) creates its own throwaway
 database (dropped at the end) through the admin URL ``$ADK_SQLSTORE_TEST_POSTGRES_URL``
@@ -9,6 +10,11 @@ test. Without a server the PostgreSQL tests skip, saying how to start one; under
 restarts or reconfigures that server: tests that need to do so start their own
 (:mod:`tests.pg_cluster`), and the run fails if the server's
 ``pg_postmaster_start_time()`` changed between its start and its end.
+
+MySQL and MariaDB: the same, through ``$ADK_SQLSTORE_TEST_MYSQL_URL`` (default
+``mysql://root@127.0.0.1:3306/test``, a user allowed to create databases): a throwaway
+database per test process, migrated once, emptied before each test; without a server
+the MySQL tests skip, and under ``CI=true`` they fail.
 
 SQLite: each test gets its own file, copied from a migrated template.
 
@@ -45,6 +51,7 @@ PG_ADMIN_URL = os.environ.get(
     "ADK_SQLSTORE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+MYSQL_ADMIN_URL = os.environ.get("ADK_SQLSTORE_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
 VIA_PGBOUNCER = os.environ.get("ADK_SQLSTORE_TEST_PGBOUNCER", "").lower() in ("1", "true", "yes")
 
 T = TypeVar("T")
@@ -52,6 +59,7 @@ T = TypeVar("T")
 BACKENDS = [
     pytest.param("sqlite", marks=pytest.mark.sqlite),
     pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("mysql", marks=pytest.mark.mysql),
 ]
 
 
@@ -266,9 +274,125 @@ def pgvector_url(pgvector_factory: PostgresFactory) -> str:
     return pgvector_factory.create()
 
 
+# -- MySQL and MariaDB ----------------------------------------------------------------
+
+
+async def _mysql_admin(*statements: str, admin_url: str = MYSQL_ADMIN_URL) -> None:
+    import asyncmy
+
+    url = make_url(admin_url)
+    conn = await asyncmy.connect(
+        host=url.host or "127.0.0.1",
+        port=url.port or 3306,
+        user=url.username or "root",
+        password=url.password or "",
+        database=url.database or "",
+        connect_timeout=5,
+    )
+    try:
+        async with conn.cursor() as cursor:
+            for statement in statements:
+                await cursor.execute(statement)
+        await conn.commit()
+    finally:
+        conn.close()
+
+
+def _mysql_unavailable(exc: BaseException) -> None:
+    message = (
+        f"MySQL/MariaDB is not reachable at {make_url(MYSQL_ADMIN_URL).render_as_string()}"
+        f" ({type(exc).__name__}: {exc}). Start one with `docker compose up -d mysql`"
+        " (then set ADK_SQLSTORE_TEST_MYSQL_URL=mysql://root:adk@127.0.0.1:3306/adk)"
+        " or `start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`."
+    )
+    if IN_CI:
+        pytest.fail("CI=true and " + message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def mysql_server() -> str:
+    """The admin URL of a reachable MySQL or MariaDB server (or skip/fail)."""
+    try:
+        run_sync(_mysql_admin("SELECT 1"))
+    except Exception as exc:  # asyncmy's errors, OSError, a time-out: all mean "no server"
+        _mysql_unavailable(exc)
+    return MYSQL_ADMIN_URL
+
+
+class MysqlFactory:
+    """Creates throwaway MySQL databases on the test server and drops them at the end."""
+
+    def __init__(self, admin_url: str) -> None:
+        self.admin_url = admin_url
+        self.created: list[str] = []
+
+    def create(self, *, migrate: bool = True) -> str:
+        name = f"adk_sqlstore_test_{uuid.uuid4().hex[:12]}"
+        run_sync(_mysql_admin(f"CREATE DATABASE `{name}`", admin_url=self.admin_url))
+        self.created.append(name)
+        url = make_url(self.admin_url).set(database=name).render_as_string(hide_password=False)
+        if migrate:
+            run_sync(_migrate(url))
+        return url
+
+    def drop_all(self) -> None:
+        for name in self.created:
+            run_sync(_mysql_admin(f"DROP DATABASE IF EXISTS `{name}`", admin_url=self.admin_url))
+
+
+@pytest.fixture(scope="session")
+def mysql_factory(mysql_server: str) -> Iterator[MysqlFactory]:
+    factory = MysqlFactory(mysql_server)
+    yield factory
+    factory.drop_all()
+
+
+@pytest.fixture(scope="session")
+def mysql_test_db(mysql_factory: MysqlFactory) -> str:
+    """The run's migrated MySQL database (tables emptied per test by ``mysql_url``)."""
+    return mysql_factory.create()
+
+
+@pytest.fixture
+def mysql_url(mysql_test_db: str) -> str:
+    """The run's migrated MySQL database, emptied for this test."""
+    run_sync(_mysql_empty(mysql_test_db))
+    return mysql_test_db
+
+
+async def _mysql_empty(url: str) -> None:
+    """Empty every table: ``DELETE`` (fast on small tables), ``TRUNCATE`` where a soak
+    test left many memories (deleting them one trigger call at a time took minutes)."""
+    import asyncmy
+
+    parts = make_url(url)
+    conn = await asyncmy.connect(
+        host=parts.host or "127.0.0.1",
+        port=parts.port or 3306,
+        user=parts.username or "root",
+        password=parts.password or "",
+        database=parts.database or "",
+    )
+    try:
+        async with conn.cursor() as cursor:
+            await cursor.execute("SET FOREIGN_KEY_CHECKS = 0")
+            await cursor.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM sqlstore_memories LIMIT 5001) AS m"
+            )
+            (many,) = await cursor.fetchone()
+            for table in metadata.sorted_tables:
+                truncate = many > 5000 and table.name.startswith("sqlstore_memor")
+                await cursor.execute(f"{'TRUNCATE' if truncate else 'DELETE FROM'} {table.name}")
+        await conn.commit()
+    finally:
+        conn.close()
+
+
 @pytest.fixture(params=BACKENDS)
 def db_url(request: pytest.FixtureRequest) -> str:
-    """A migrated, empty database: an SQLite file, or the PostgreSQL test database."""
+    """A migrated, empty database: an SQLite file, the PostgreSQL test database, or the
+    MySQL one."""
     return str(request.getfixturevalue(f"{request.param}_url"))
 
 
@@ -290,6 +414,7 @@ async def layer(request: pytest.FixtureRequest, db_url: str) -> AsyncIterator[La
         yield opened
 
 
+_MYSQL_FIXTURES = {"mysql_server", "mysql_factory", "mysql_test_db", "mysql_url"}
 _POSTGRES_FIXTURES = {
     "postgres_server",
     "postgres_factory",
@@ -303,10 +428,13 @@ _POSTGRES_FIXTURES = {
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that uses the PostgreSQL server is a ``postgres`` test, marked or not (so
-    that ``-m postgres`` selects it and CI refuses to skip it)."""
+    that ``-m postgres`` selects it and CI refuses to skip it); likewise ``mysql``."""
     for item in items:
-        if _POSTGRES_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if _POSTGRES_FIXTURES & fixtures:
             item.add_marker(pytest.mark.postgres)
+        if _MYSQL_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.mysql)
 
 
 # -- run-wide checks, in the controlling process (with pytest-xdist, reports arrive there)
@@ -317,6 +445,7 @@ def _is_controller(config: pytest.Config) -> bool:
 
 
 _skipped_postgres: list[str] = []
+_skipped_mysql: list[str] = []
 _figures: dict[str, list[str]] = {}
 _server_start: dict[str, str | None] = {}
 _server_report: list[str] = []
@@ -348,6 +477,8 @@ def _skipped_for_want_of_adk(report: pytest.TestReport) -> bool:
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.skipped and "postgres" in report.keywords and not _skipped_for_want_of_adk(report):
         _skipped_postgres.append(report.nodeid)
+    if report.skipped and "mysql" in report.keywords and not _skipped_for_want_of_adk(report):
+        _skipped_mysql.append(report.nodeid)
     if report.when == "teardown":
         lines = [value for name, value in report.user_properties if name == "figure"]
         if lines:
@@ -360,6 +491,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if IN_CI and _skipped_postgres:
         print(f"\nCI=true but {len(_skipped_postgres)} PostgreSQL test(s) were skipped:")
         for nodeid in _skipped_postgres:
+            print(f"  {nodeid}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if IN_CI and _skipped_mysql:
+        print(f"\nCI=true but {len(_skipped_mysql)} MySQL test(s) were skipped:")
+        for nodeid in _skipped_mysql:
             print(f"  {nodeid}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     before = _server_start.get("before")

@@ -44,8 +44,8 @@ def test_plain_urls_are_mapped_to_asyncio_drivers() -> None:
 
 
 def test_unsupported_or_invalid_urls_say_so_without_the_password() -> None:
-    with pytest.raises(ValueError, match="unsupported database 'mysql'") as info:
-        normalize_url("mysql://root:hunter2@localhost/db")
+    with pytest.raises(ValueError, match="unsupported database 'oracle'") as info:
+        normalize_url("oracle://root:hunter2@localhost/db")
     assert "hunter2" not in str(info.value)
     with pytest.raises(ValueError, match="invalid database URL") as info:
         normalize_url("not a url :// hunter2")
@@ -66,6 +66,10 @@ def test_unsupported_or_invalid_urls_say_so_without_the_password() -> None:
         ("postgresql://u:hunter2@[::1:5432/db", "percent-encoded"),
         ("sqlite:/x.db", "three slashes"),
         ("sqlstore:///x.db", "is not a URL adk-sqlstore reads"),
+        ("mysql://u:hunter2@h/db?charset=latin1", "charset must be utf8mb4"),
+        ("mariadb://u:hunter2@h/db?search_path=agents", "do not take search_path"),
+        ("mysql://u:hunter2@h/db?pgbouncer=true", "do not take pgbouncer"),
+        ("mysql://u:hunter2@h:70000/db", "no valid port"),
     ],
 )
 def test_urls_the_drivers_would_choke_on_fail_clearly_up_front(url: str, message: str) -> None:
@@ -245,9 +249,12 @@ def _spellings(db_url: str) -> list[str]:
     if plain.get_backend_name() == "postgresql":
         forms += [f"postgres://{rest}", f"postgresql+asyncpg://{rest}"]
         forms += [with_query(f"sqlstore+postgres://{rest}", auto_migrate="false")]
+    elif plain.get_backend_name() == "mysql":
+        forms += [f"mariadb://{rest}", f"mysql+asyncmy://{rest}", f"mysql+aiomysql://{rest}"]
+        forms += [with_query(f"sqlstore+mariadb://{rest}", auto_migrate="false")]
     else:
         forms += [f"sqlite+aiosqlite://{rest}", f"sqlstore+sqlite+aiosqlite://{rest}"]
-    assert scheme in ("postgresql", "sqlite")
+    assert scheme in ("postgresql", "sqlite", "mysql")
     return forms
 
 

@@ -48,12 +48,12 @@ def turn(text: str, author: str = "user") -> Event:
     return Event(author=author, content={"role": "user", "parts": [{"text": text}]})
 
 
-@pytest.fixture(params=["sqlite", "pgvector"])
+@pytest.fixture(params=["sqlite", "pgvector", pytest.param("mysql", marks=pytest.mark.mysql)])
 def vector_url(request: pytest.FixtureRequest) -> str:
-    """A migrated, empty database that keeps vectors: an SQLite file, or a database on
-    a PostgreSQL server with pgvector."""
-    name = "sqlite_url" if request.param == "sqlite" else "pgvector_url"
-    return str(request.getfixturevalue(name))
+    """A migrated, empty database that keeps vectors: an SQLite file, a database on a
+    PostgreSQL server with pgvector, or a MySQL/MariaDB one (vectors as ``LONGBLOB``,
+    scanned exactly, as on SQLite)."""
+    return str(request.getfixturevalue(f"{request.param}_url"))
 
 
 @pytest.fixture

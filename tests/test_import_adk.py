@@ -207,6 +207,7 @@ def _adk_url(url: str) -> str:
         "SqliteSessionService",
         "DatabaseSessionService-sqlite",
         pytest.param("DatabaseSessionService-postgres", marks=pytest.mark.postgres),
+        pytest.param("DatabaseSessionService-mysql", marks=pytest.mark.mysql),
     ]
 )
 def adk_source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Source]:
@@ -217,8 +218,10 @@ def adk_source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sourc
         # ADK reads it read-only here too (?mode=ro), as the import does.
         theirs = run_sync(_written(writer, SqliteSessionService(db_path=f"{url}?mode=ro")))
     else:
-        if request.param.endswith("postgres"):
-            url, path = request.getfixturevalue("postgres_factory").create(migrate=False), None
+        for server in ("postgres", "mysql"):
+            if request.param.endswith(server):
+                factory = request.getfixturevalue(f"{server}_factory")
+                url, path = factory.create(migrate=False), None
         theirs = run_sync(_written(DatabaseSessionService(db_url=_adk_url(url))))
     if path is not None:
         path.chmod(0o444)  # the import only reads it

@@ -33,24 +33,31 @@ from adk_sqlstore.migration import (
 from adk_sqlstore.schema import ALEMBIC_VERSION_TABLE, include_object, metadata
 from adk_sqlstore.urls import DATABASE_URL_ENV, normalize_url
 
-from .conftest import REPO, PostgresFactory, run_sync
+from .conftest import BACKENDS, REPO, MysqlFactory, PostgresFactory, run_sync
 from .workers import create_with_auto_migrate
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:alembic")
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("sqlite", marks=pytest.mark.sqlite),
-        pytest.param("postgres", marks=pytest.mark.postgres),
-    ]
-)
-def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """An empty database (no tables at all)."""
+def _empty(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'empty.db'}"
-    factory: PostgresFactory = request.getfixturevalue("postgres_factory")
+    factory: PostgresFactory | MysqlFactory = request.getfixturevalue(f"{request.param}_factory")
     return factory.create(migrate=False)
+
+
+@pytest.fixture(params=BACKENDS)
+def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty database (no tables at all)."""
+    return _empty(request, tmp_path)
+
+
+@pytest.fixture(params=BACKENDS[:2])
+def empty_old_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty SQLite or PostgreSQL database: the backends with revisions before 0009
+    (MySQL's schema is made whole by 0009), for tests of what those revisions do to
+    the data they find."""
+    return _empty(request, tmp_path)
 
 
 def _diff(conn: Connection) -> list[Any]:
@@ -338,7 +345,7 @@ def test_alembic_offline_sql_works_on_sqlite(tmp_path: Path) -> None:
     assert "CREATE VIRTUAL TABLE sqlstore_memories_fts" in done.stdout
 
 
-async def test_0004_reindexes_memories_written_before_it(empty_url: str) -> None:
+async def test_0004_reindexes_memories_written_before_it(empty_old_url: str) -> None:
     """Memories stored under 0003 (indexed by each backend's own parser) are analysed
     by 0004 in batches: found by identifier parts and inside unspaced text on both
     backends, with the per-user statistics recounted; down to 0003 and up again."""
@@ -349,7 +356,7 @@ async def test_0004_reindexes_memories_written_before_it(empty_url: str) -> None
     from adk_sqlstore.search.text import search_scope
 
     stored = ["write to jane.doe@example.com", "私はPythonを使う", "Fußball"] * 700
-    engine = create_engine(empty_url)
+    engine = create_engine(empty_old_url)
     try:
         await upgrade(engine, "0003")
         async with engine.begin() as conn:
@@ -410,7 +417,7 @@ async def test_0004_reindexes_memories_written_before_it(empty_url: str) -> None
         await engine.dispose()
 
 
-async def test_0007_indexes_terms_holding_a_backslash(empty_url: str) -> None:
+async def test_0007_indexes_terms_holding_a_backslash(empty_old_url: str) -> None:
     """A term holding a backslash (a Windows path, ``a\\b``) is one term to the text
     analysis; before 0007 SQLite's index split it and its search failed. Memories
     written before it are found after it (its index is filled from them), down to 0006
@@ -420,7 +427,7 @@ async def test_0007_indexes_terms_holding_a_backslash(empty_url: str) -> None:
     from adk_sqlstore import MemoryEntry
 
     stored = ["C:\\Users\\jane\\report.pdf", "0\\0", "plain words only"]
-    engine = create_engine(empty_url)
+    engine = create_engine(empty_old_url)
     try:
         await upgrade(engine)
         async with SqlMemoryService(engine) as memory:

@@ -195,11 +195,14 @@ async def test_every_row_of_the_table_is_answered_as_it_states(db_url: str) -> N
     assert all(t != FILLER for found in answers for t, _ in found)
 
 
-async def test_sqlite_and_postgresql_give_the_same_answers(
-    sqlite_url: str, postgres_url: str
+async def test_every_backend_gives_the_same_answers(
+    sqlite_url: str, postgres_url: str, mysql_url: str
 ) -> None:
-    """Every row: the same memories, in the same order, with the same BM25 scores."""
-    assert await _answers(sqlite_url) == await _answers(postgres_url)
+    """Every row: the same memories, in the same order, with the same BM25 scores, on
+    SQLite, PostgreSQL and MySQL/MariaDB."""
+    sqlite = await _answers(sqlite_url)
+    assert sqlite == await _answers(postgres_url)
+    assert sqlite == await _answers(mysql_url)
 
 
 async def test_exact_whole_identifiers_rank_above_part_matches(db_url: str) -> None:
@@ -419,14 +422,15 @@ async def _big_user_answers(url: str) -> list[list[tuple[str, float]]]:
     return answers
 
 
-async def test_a_big_user_gets_the_same_answers_on_both_backends(
-    sqlite_url: str, postgres_url: str
+async def test_a_big_user_gets_the_same_answers_on_every_backend(
+    sqlite_url: str, postgres_url: str, mysql_url: str
 ) -> None:
-    """Past 2,000 memories PostgreSQL reads candidates MaxScore-style: still the exact
-    top 10 SQLite gives, common word included ("coffee tok7": the 8 memories with
-    tok7, then 2 with coffee only)."""
+    """Past 2,000 memories PostgreSQL and MySQL read candidates MaxScore-style: still
+    the exact top 10 SQLite gives, common word included ("coffee tok7": the 8 memories
+    with tok7, then 2 with coffee only)."""
     sqlite, postgres = await _big_user_answers(sqlite_url), await _big_user_answers(postgres_url)
     assert sqlite == postgres
+    assert sqlite == await _big_user_answers(mysql_url)
     assert all(len(found) == 10 for found in sqlite)
 
 
@@ -454,10 +458,11 @@ async def _halfway_answers(url: str, n: int, df: int, total: int, dl: int) -> li
 
 @pytest.mark.parametrize(("n", "df", "total", "dl"), [(148, 1, 679, 8), (212, 2, 1161, 2)])
 async def test_scores_halfway_between_two_roundings_round_alike(
-    sqlite_url: str, postgres_url: str, n: int, df: int, total: int, dl: int
+    sqlite_url: str, postgres_url: str, mysql_url: str, n: int, df: int, total: int, dl: int
 ) -> None:
     sqlite = await _halfway_answers(sqlite_url, n, df, total, dl)
     assert sqlite == await _halfway_answers(postgres_url, n, df, total, dl)
+    assert sqlite == await _halfway_answers(mysql_url, n, df, total, dl)
     assert len(sqlite) == df
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from sqlalchemy.engine import make_url
 
 trace = pytest.importorskip("opentelemetry.trace")
 sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
@@ -93,7 +94,7 @@ async def test_each_public_call_is_one_span_without_user_ids_or_content(
         "delete_session",
         "append_event",
     ]
-    backend = "postgresql" if db_url.startswith("postgresql") else "sqlite"
+    backend = make_url(db_url).get_backend_name()
     for span in ours:
         attributes = dict(span.attributes or {})
         assert attributes["db.system.name"] == backend

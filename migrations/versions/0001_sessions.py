@@ -24,6 +24,8 @@ _SESSION_FK = (
 
 
 def upgrade() -> None:
+    if op.get_context().dialect.name == "mysql":  # 0009 makes its schema whole
+        return
     op.create_table(
         "sqlstore_sessions",
         sa.Column("app_name", sa.Text(), nullable=False),
@@ -97,6 +99,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    if op.get_context().dialect.name == "mysql":  # 0009 makes its schema whole
+        return
     op.drop_table("sqlstore_app_state")
     op.drop_table("sqlstore_user_state")
     op.drop_table("sqlstore_session_state")

@@ -159,6 +159,8 @@ def _require_fts5() -> None:
 
 
 def upgrade() -> None:
+    if op.get_context().dialect.name == "mysql":  # 0009 makes its schema whole
+        return
     dialect = op.get_bind().dialect.name
     if dialect == "sqlite" and not context.is_offline_mode():
         _require_fts5()
@@ -230,6 +232,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    if op.get_context().dialect.name == "mysql":  # 0009 makes its schema whole
+        return
     dialect = op.get_bind().dialect.name
     if dialect == "postgresql":
         for name in ("insert", "update", "delete"):

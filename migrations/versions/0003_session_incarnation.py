@@ -23,6 +23,8 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
+    if op.get_context().dialect.name == "mysql":  # 0009 makes its schema whole
+        return
     # A plain ADD COLUMN on both dialects (no table copy: on SQLite, rebuilding a table
     # that others reference would cascade deletes into events).
     op.add_column(
@@ -32,6 +34,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    if op.get_context().dialect.name == "mysql":  # 0009 makes its schema whole
+        return
     if op.get_bind().dialect.name == "sqlite":
         op.execute("ALTER TABLE sqlstore_sessions DROP COLUMN incarnation")  # SQLite 3.35+
     else:

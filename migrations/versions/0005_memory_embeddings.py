@@ -118,6 +118,8 @@ def _pg_search(kind: str) -> None:
 
 
 def upgrade() -> None:
+    if op.get_context().dialect.name == "mysql":  # 0009 makes its schema whole
+        return
     dialect = op.get_bind().dialect.name
     if dialect == "postgresql":
         _pg_search("scoped")
@@ -152,6 +154,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    if op.get_context().dialect.name == "mysql":  # 0009 makes its schema whole
+        return
     op.drop_table("sqlstore_memory_embeddings")  # the vector extension stays
     if op.get_bind().dialect.name == "postgresql":
         _pg_search("terms")

@@ -59,10 +59,14 @@ def _remake(tokens: str) -> None:
 
 
 def upgrade() -> None:
+    if op.get_context().dialect.name == "mysql":  # 0009 makes its schema whole
+        return
     if op.get_bind().dialect.name == "sqlite":
         _remake(_FTS["fixed"])
 
 
 def downgrade() -> None:
+    if op.get_context().dialect.name == "mysql":  # 0009 makes its schema whole
+        return
     if op.get_bind().dialect.name == "sqlite":
         _remake(_FTS["0006"])

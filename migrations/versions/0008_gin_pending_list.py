@@ -30,6 +30,8 @@ PENDING_LIST_KB = 64
 
 
 def upgrade() -> None:
+    if op.get_context().dialect.name == "mysql":  # 0009 makes its schema whole
+        return
     if op.get_bind().dialect.name == "postgresql":
         op.execute(
             "ALTER INDEX ix_sqlstore_memories_search"
@@ -38,6 +40,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    if op.get_context().dialect.name == "mysql":  # 0009 makes its schema whole
+        return
     if op.get_bind().dialect.name == "postgresql":
         op.execute("ALTER INDEX ix_sqlstore_memories_search SET (fastupdate = off)")
         op.execute("ALTER INDEX ix_sqlstore_memories_search RESET (gin_pending_list_limit)")

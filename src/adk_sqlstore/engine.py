@@ -1,4 +1,5 @@
-"""Engines: the one place that knows about drivers, pools and pragmas.
+"""Engines: pools, and the one place that makes and configures them (what each driver
+needs is in :mod:`adk_sqlstore.drivers`).
 
 :func:`create_engine` makes an :class:`AsyncEngine` for a URL (see :mod:`adk_sqlstore.urls`
 for the spellings and settings), :func:`configure_engine` installs this library's
@@ -14,30 +15,33 @@ import contextlib
 import copy
 import threading
 import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
-from sqlalchemy.engine import URL, Engine
-from sqlalchemy.exc import ArgumentError, DisconnectionError
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.pool import AsyncAdaptedQueuePool
 
+from .drivers import (
+    READ_OPTION,
+    WRITE_OPTION,
+    configure_mysql,
+    configure_postgres,
+    configure_sqlite,
+    mysql_options,
+    postgres_options,
+    sqlite_options,
+)
 from .errors import ConfigurationError
 from .settings import (
-    DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_MAX_OVERFLOW,
-    DEFAULT_POOL_SIZE,
     DEFAULT_SQLITE_BUSY_TIMEOUT,
     SETTINGS,
     check_settings,
     convert_settings,
+    milliseconds,
 )
-from .sql.connection import BEGIN_READ, BEGIN_WRITE, sqlite_pragmas
 from .sql.held import HeldConnection
-from .sql.sqlite_thread import restore_on_checkout
 from .urls import normalize_url, redact_url, split_settings
 
 __all__ = [
@@ -49,11 +53,8 @@ __all__ = [
     "engine_for_loop",
     "engine_views",
     "given_url",
-    "postgres_options",
     "release_held",
 ]
-
-WRITE_OPTION = "adk_sqlstore_write"
 
 
 def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
@@ -83,39 +84,23 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
     for name in ("pool_size", "max_overflow", "pool_timeout", "pool_recycle", "pool_pre_ping"):
         if name in settings:
             kwargs.setdefault(name, settings[name])
-    if normalized.get_backend_name() == "postgresql":
+    backend = normalized.get_backend_name()
+    if backend == "postgresql":
         postgres_options(settings, kwargs)
+    elif backend == "mysql":
+        mysql_options(settings, kwargs)
     else:
-        _sqlite_options(normalized, kwargs)
+        sqlite_options(normalized, kwargs)
     engine = _create(normalized, kwargs)
+    timeout = settings.get("statement_timeout")
     configure_engine(
         engine,
         sqlite_busy_timeout=settings.get("sqlite_busy_timeout", DEFAULT_SQLITE_BUSY_TIMEOUT),
         pgbouncer=settings.get("pgbouncer", False),
+        mysql_statement_timeout_ms=None if timeout is None else milliseconds(timeout),
     )
     engine.sync_engine.__dict__[_GIVEN_URL] = given
     return engine
-
-
-def _sqlite_options(url: URL, kwargs: dict[str, Any]) -> None:
-    """Add the engine arguments of an SQLite file to ``kwargs``.
-
-    Raises:
-        ConfigurationError: the file's folder does not exist.
-    """
-    database = url.database or ""
-    if database and database != ":memory:" and not database.startswith("file:"):
-        folder = Path(database).resolve().parent
-        if not folder.is_dir():  # fail here, not in aiosqlite's thread
-            raise ConfigurationError(
-                f"the folder {folder} of SQLite database {database} does not exist"
-            )
-        # A pool of open connections, as SQLAlchemy 2.1 chooses for a file (2.0 opens
-        # a connection, and aiosqlite's thread, per use).
-        kwargs.setdefault("poolclass", AsyncAdaptedQueuePool)
-    # Every transaction of this library ends in COMMIT or ROLLBACK, so the pool's
-    # extra ROLLBACK on check-in would only cost a trip to aiosqlite's thread.
-    kwargs.setdefault("pool_reset_on_return", None)
 
 
 def _create(url: URL, kwargs: dict[str, Any]) -> AsyncEngine:
@@ -123,7 +108,8 @@ def _create(url: URL, kwargs: dict[str, Any]) -> AsyncEngine:
     try:
         return create_async_engine(url, **kwargs)
     except ModuleNotFoundError as exc:
-        extra = "postgres" if url.get_backend_name() == "postgresql" else "sqlite"
+        extras = {"postgresql": "postgres", "mysql": "mysql"}
+        extra = extras.get(url.get_backend_name(), "sqlite")
         raise ConfigurationError(
             f"the {exc.name} driver for {redact_url(url)} is not installed: pip install"
             f" 'adk-sqlstore[{extra}]'"
@@ -145,78 +131,6 @@ def given_url(engine: AsyncEngine) -> URL:
     return url
 
 
-def _connect_host_by_host(timeout: float) -> Callable[..., Awaitable[Any]]:
-    """asyncpg's ``connect``, giving each host of a several-hosts URL ``timeout``
-    seconds of its own.
-
-    asyncpg spends one time budget on all hosts: a primary that accepts connections
-    but answers nothing (frozen, or cut off) uses it all, and the promoted standby
-    after it is never tried. Here each host is tried in turn with its own budget; the
-    first that connects and has the wanted ``target_session_attrs`` wins, else the
-    last error is raised.
-    """
-
-    async def connect(*args: Any, **kwargs: Any) -> Any:
-        import asyncpg
-
-        hosts, ports = kwargs.get("host"), kwargs.get("port")
-        if not isinstance(hosts, list | tuple) or len(hosts) < 2:
-            return await asyncpg.connect(*args, **{"timeout": timeout, **kwargs})
-        if not isinstance(ports, list | tuple):
-            ports = [ports] * len(hosts)
-        failure: BaseException | None = None
-        for host, port in zip(hosts, ports, strict=True):
-            try:
-                return await asyncpg.connect(
-                    *args, **{"timeout": timeout, **kwargs, "host": host, "port": port}
-                )
-            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                failure = exc  # the next host; asyncpg's own reason is kept for the last
-        assert failure is not None
-        raise failure
-
-    return connect
-
-
-def _unnamed() -> str:
-    """asyncpg's name for an unnamed prepared statement."""
-    return ""
-
-
-def postgres_options(settings: dict[str, Any], kwargs: dict[str, Any]) -> None:
-    """Add to ``kwargs`` (of ``create_async_engine``) the engine and asyncpg arguments
-    of PostgreSQL connection ``settings`` (:data:`adk_sqlstore.settings.SETTINGS`)."""
-    if "poolclass" not in kwargs:
-        kwargs.setdefault("pool_size", DEFAULT_POOL_SIZE)
-        kwargs.setdefault("max_overflow", DEFAULT_MAX_OVERFLOW)
-    connect_args = kwargs.setdefault("connect_args", {})
-    server = connect_args.setdefault("server_settings", {})
-    if "statement_timeout" in settings:
-        server.setdefault("statement_timeout", settings["statement_timeout"])
-    if "search_path" in settings:
-        server.setdefault("search_path", settings["search_path"])
-    if "command_timeout" in settings:
-        connect_args.setdefault("command_timeout", settings["command_timeout"])
-    connect_args.setdefault(
-        "async_creator_fn",
-        _connect_host_by_host(settings.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)),
-    )
-    if settings.get("pgbouncer"):
-        # A transaction pooler hands each transaction to any server connection: a
-        # statement prepared on one is unknown to the next, and one left prepared there
-        # stays for the server connection's life (asyncpg closes it later, through
-        # whichever connection the pooler then gives). So: no caches, and every
-        # statement unnamed (name ""), which the next statement replaces on the server;
-        # prepared and run inside one transaction, on one server connection.
-        connect_args.setdefault("statement_cache_size", 0)
-        connect_args.setdefault("prepared_statement_cache_size", 0)
-        connect_args.setdefault("prepared_statement_name_func", _unnamed)
-    if not server:
-        del connect_args["server_settings"]
-    if not connect_args:
-        del kwargs["connect_args"]
-
-
 _CONFIGURED = "_adk_sqlstore_configured"  # kept on the sync engine: whether, and how
 _PGBOUNCER = "_adk_sqlstore_pgbouncer"
 
@@ -226,6 +140,7 @@ def configure_engine(
     *,
     sqlite_busy_timeout: float = DEFAULT_SQLITE_BUSY_TIMEOUT,
     pgbouncer: bool = False,
+    mysql_statement_timeout_ms: float | None = None,
 ) -> None:
     """Install this library's connection settings on ``engine`` (idempotent).
 
@@ -244,6 +159,12 @@ def configure_engine(
     call sees one snapshot, and ``BEGIN IMMEDIATE`` for writes, so that a writer waits
     for the lock (up to the busy timeout) instead of failing with "database is locked"
     when it upgrades a read lock.
+
+    MySQL and MariaDB: each new connection gets the session settings of
+    :func:`adk_sqlstore.sql.connection.mysql_session` (a strict ``sql_mode``,
+    ``READ COMMITTED``, the statement timeout), and the store's read transactions
+    (:func:`engine_views`) begin with one consistent snapshot (``MYSQL_BEGIN_READ``);
+    other transactions on the engine begin as MySQL begins them.
     """
     sync_engine = engine.sync_engine
     if sync_engine.__dict__.get(_CONFIGURED, False):
@@ -251,49 +172,11 @@ def configure_engine(
     sync_engine.__dict__[_CONFIGURED] = True
     sync_engine.__dict__[_PGBOUNCER] = pgbouncer
     if sync_engine.dialect.name == "postgresql":
-        _configure_postgres(sync_engine)
+        configure_postgres(sync_engine)
     elif sync_engine.dialect.name == "sqlite":
-        _configure_sqlite(sync_engine, sqlite_busy_timeout)
-
-
-def _configure_postgres(sync_engine: Engine) -> None:
-    @event.listens_for(sync_engine, "checkout")
-    def _on_checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
-        driver = getattr(dbapi_connection, "driver_connection", None)
-        if driver is not None and driver.is_closed():
-            raise DisconnectionError("the server closed this pooled connection")
-
-
-def _configure_sqlite(sync_engine: Engine, busy_timeout: float) -> None:
-    pragmas = sqlite_pragmas(busy_timeout)
-
-    @event.listens_for(sync_engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
-        cursor = dbapi_connection.cursor()
-        try:
-            for pragma in pragmas:
-                cursor.execute(pragma)
-        finally:
-            cursor.close()
-
-    @event.listens_for(sync_engine, "checkout")
-    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
-        restore_on_checkout(dbapi_connection, record.info)
-
-    @event.listens_for(sync_engine, "reset")
-    def _on_reset(dbapi_connection: Any, _record: Any, reset_state: Any) -> None:
-        # The pool does not roll back on check-in (pool_reset_on_return=None, one trip
-        # to aiosqlite's thread saved per call); a transaction a cancelled read left
-        # open is rolled back here, so that no pooled connection keeps one.
-        driver = getattr(dbapi_connection, "driver_connection", None)
-        if reset_state.asyncio_safe and getattr(driver, "in_transaction", False):
-            dbapi_connection.rollback()
-
-    @event.listens_for(sync_engine, "begin")
-    def _on_begin(conn: Any) -> None:
-        write = conn.get_execution_options().get(WRITE_OPTION, False)
-        conn.exec_driver_sql(BEGIN_WRITE if write else BEGIN_READ)
+        configure_sqlite(sync_engine, sqlite_busy_timeout)
+    elif sync_engine.dialect.name == "mysql":
+        configure_mysql(sync_engine, mysql_statement_timeout_ms)
 
 
 # -- one engine, several event loops ------------------------------------------------------
@@ -426,9 +309,10 @@ class EngineViews:
         autocommit: the hot paths' connection outside any transaction (PostgreSQL
             AUTOCOMMIT: one statement is one atomic round trip; SQLite: a batch of
             statements runs in aiosqlite's thread, which begins and commits itself).
-            Behind a transaction pooler it is ``write`` (see ``autocommit_begins``).
+            Behind a transaction pooler, and on MySQL and MariaDB (where a hot path
+            is several statements), it is ``write`` (see ``autocommit_begins``).
         autocommit_begins: whether ``autocommit`` connections must be used inside
-            ``engine.begin()`` (a transaction pooler) rather than ``connect()``.
+            ``engine.begin()`` (a transaction pooler, MySQL) rather than ``connect()``.
     """
 
     write: AsyncEngine
@@ -453,7 +337,12 @@ def engine_views(engine: AsyncEngine) -> EngineViews:
     views: EngineViews | None = current.sync_engine.__dict__.get(_VIEWS)
     if views is None:
         write = current.execution_options(**{WRITE_OPTION: True})
-        if current.dialect.name != "postgresql":
+        if current.dialect.name == "mysql":
+            # Each hot path is several statements in one write transaction here (no
+            # data-modifying CTEs, no batches in a thread of the driver's).
+            read = current.execution_options(**{READ_OPTION: True})
+            views = EngineViews(write=write, read=read, autocommit=write, autocommit_begins=True)
+        elif current.dialect.name != "postgresql":
             views = EngineViews(
                 write=write,
                 read=current,

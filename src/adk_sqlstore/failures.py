@@ -21,7 +21,8 @@ from .urls import redact_url
 __all__ = ["database_error", "database_errors", "driver_error", "is_unique_violation"]
 
 
-_DRIVER_PACKAGES = frozenset({"asyncpg", "aiosqlite", "sqlite3"})
+_DRIVER_PACKAGES = frozenset({"asyncpg", "aiosqlite", "sqlite3", "asyncmy"})
+_MYSQL_DUPLICATE_KEY = frozenset({1062, 1586})  # ER_DUP_ENTRY, ER_DUP_ENTRY_WITH_KEY_NAME
 
 
 def driver_error(engine: AsyncEngine, exc: BaseException) -> DatabaseUnavailableError | None:
@@ -116,8 +117,10 @@ def database_errors(
 def is_unique_violation(exc: IntegrityError) -> bool:
     """Whether an ``IntegrityError`` is a duplicate key (and not, say, a NOT NULL or
     foreign key violation): SQLSTATE 23505 on PostgreSQL, "UNIQUE constraint failed"
-    or "PRIMARY KEY" on SQLite."""
+    or "PRIMARY KEY" on SQLite, error 1062 (``ER_DUP_ENTRY``) on MySQL and MariaDB."""
     orig = exc.orig
+    if orig is not None and type(orig).__module__.partition(".")[0] == "asyncmy":
+        return bool(orig.args and orig.args[0] in _MYSQL_DUPLICATE_KEY)
     sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
     if sqlstate is not None:
         return bool(sqlstate == "23505")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,7 +22,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from .engine import WRITE_OPTION, engine_for_loop, given_url
 from .errors import MigrationError, SchemaNotMigratedError
 from .failures import driver_error
-from .sql.schema_version import MIGRATION_LOCK, lock_migrations, read_revision
+from .sql.schema_version import (
+    MIGRATION_LOCK,
+    lock_migrations,
+    read_revision,
+    unlock_migrations,
+)
 from .urls import redact_url
 
 __all__ = [
@@ -36,7 +42,7 @@ __all__ = [
     "upgrade",
 ]
 
-REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009")
 """Every Alembic revision this version of the library knows, oldest first."""
 
 HEAD_REVISION = REVISIONS[-1]
@@ -61,15 +67,19 @@ def migrations_path() -> Path:
 @contextmanager
 def _quiet_alembic() -> Iterator[None]:
     """Alembic's INFO lines ("Context impl ...", "setup plugin ...") kept out of the
-    application's log while the library migrates: they say nothing to its users."""
-    alembic_logger = logging.getLogger("alembic")
-    level = alembic_logger.level
-    if level == logging.NOTSET:  # a level the application chose is left alone
-        alembic_logger.setLevel(logging.WARNING)
+    application's log while the library migrates: they say nothing to its users; so
+    are the notes MySQL and MariaDB send on DDL (asyncmy logs them as warnings: "Name
+    'pk_...' ignored for PRIMARY key", InnoDB's key has no name of its own)."""
+    quieted = {"alembic": logging.WARNING, "asyncmy": logging.ERROR}
+    levels = {name: logging.getLogger(name).level for name in quieted}
+    for name, quiet in quieted.items():
+        if levels[name] == logging.NOTSET:  # a level the application chose is left alone
+            logging.getLogger(name).setLevel(quiet)
     try:
         yield
     finally:
-        alembic_logger.setLevel(level)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
 
 
 def _alembic_config(connection: Connection) -> Any:
@@ -120,7 +130,8 @@ async def upgrade(engine: AsyncEngine, revision: str = "head") -> str | None:
     """Upgrade the database to ``revision`` (default: the newest) in one transaction.
 
     Concurrent upgrades of one database wait for each other (PostgreSQL: an advisory
-    lock; SQLite: the write lock); each but the first then finds nothing to do.
+    lock; SQLite: the write lock; MySQL and MariaDB: a named lock, and there each DDL
+    statement commits by itself); each but the first then finds nothing to do.
 
     Returns:
         The revision the database was at when this upgrade got the lock (``None``:
@@ -132,19 +143,26 @@ async def upgrade(engine: AsyncEngine, revision: str = "head") -> str | None:
         MigrationError: the migration cannot run here (e.g. SQLite without FTS5).
         sqlalchemy.exc.DBAPIError, OSError: the database cannot be reached.
     """
+    return await _migrate(engine, "upgrade", revision)
+
+
+async def _migrate(engine: AsyncEngine, operation: str, revision: str) -> str | None:
+    """Run Alembic's ``operation`` to ``revision`` in one transaction, under the
+    migration lock (released after the commit where it outlives transactions)."""
     async with engine.connect() as conn:
         conn = await conn.execution_options(**{WRITE_OPTION: True})
-        before = await conn.run_sync(_run_alembic, "upgrade", revision)
-        await conn.commit()
+        try:
+            before = await conn.run_sync(_run_alembic, operation, revision)
+            await conn.commit()
+        finally:
+            with contextlib.suppress(Exception):  # the failure itself is what to raise
+                await conn.run_sync(unlock_migrations)
     return before
 
 
 async def downgrade(engine: AsyncEngine, revision: str) -> None:
     """Downgrade the database to ``revision`` (``"base"`` removes every table)."""
-    async with engine.connect() as conn:
-        conn = await conn.execution_options(**{WRITE_OPTION: True})
-        await conn.run_sync(_run_alembic, "downgrade", revision)
-        await conn.commit()
+    await _migrate(engine, "downgrade", revision)
 
 
 async def check_schema(engine: AsyncEngine) -> None:

@@ -9,7 +9,17 @@ share a database with ADK's own ``DatabaseSessionService`` tables (``sessions``,
 Times are ``DOUBLE PRECISION`` seconds since the Unix epoch (UTC), so an event's
 float timestamp comes back bit-for-bit on every dialect. JSON is stored as text
 written by this library: PostgreSQL ``jsonb`` cannot hold ``U+0000`` and rewrites
-floats such as ``1e308``, and state must round-trip exactly.
+floats such as ``1e308``, MySQL's ``JSON`` type reorders keys and rewrites numbers, and
+state must round-trip exactly.
+
+MySQL and MariaDB (InnoDB): identifiers and keys are ``VARBINARY`` (:func:`key`), their
+UTF-8 bytes: compared exactly (no case or accent folding, no trailing-space padding,
+which every ``utf8mb4`` collation but the server-specific ``_nopad_bin``/``_0900_bin``
+ones has) and sized in bytes, as the limits of :mod:`adk_sqlstore.validation` are, so
+that a key of four identifiers stays within InnoDB's 3,072-byte index limit (as
+``VARCHAR(255)`` in ``utf8mb4`` each would count 1,020). The engine reads them back as
+text (:func:`adk_sqlstore.engine.mysql_options`). Other text is ``LONGTEXT`` in
+``utf8mb4`` with the server's binary no-pad collation (:data:`MYSQL_TEXT`).
 """
 
 from __future__ import annotations
@@ -31,13 +41,19 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
+from sqlalchemy.dialects import mysql
+from sqlalchemy.types import TypeEngine
 
 __all__ = [
     "ALEMBIC_VERSION_TABLE",
+    "IDENTIFIER",
+    "MYSQL_TEXT",
+    "MYSQL_TEXT_TYPE",
     "SEARCH_OBJECTS",
     "app_state",
     "events",
     "include_object",
+    "key",
     "memories",
     "memory_embeddings",
     "memory_ingestions",
@@ -50,6 +66,38 @@ __all__ = [
 ]
 
 ALEMBIC_VERSION_TABLE = "sqlstore_alembic_version"
+
+
+class _Utf8Varbinary(mysql.VARBINARY):
+    """``VARBINARY`` holding UTF-8 text: a ``str`` is bound as it is (the driver sends
+    it in utf8mb4, stored as its bytes) and read back as one (the engine's decoder), so
+    SQLAlchemy's conversions to and from ``bytes`` are left out."""
+
+    def bind_processor(self, dialect: Any) -> None:
+        return None
+
+    def result_processor(self, dialect: Any, coltype: Any) -> None:
+        return None
+
+
+def key(length: int) -> TypeEngine[str]:
+    """A key column of text: ``TEXT``, or ``VARBINARY(length)`` on MySQL (its UTF-8
+    bytes, read and written as ``str``)."""
+    return Text().with_variant(_Utf8Varbinary(length), "mysql")
+
+
+IDENTIFIER = key(255)
+"""app_name, user_id, session, event and memory ids: at most 255 UTF-8 bytes
+(:data:`~adk_sqlstore.validation.MAX_IDENTIFIER_BYTES`)."""
+_STATE_KEY = key(1024)  # validation.MAX_STATE_KEY_BYTES
+_TERM = key(1040)  # search.analysis.MAX_TERM_CHARS (255) in UTF-8, and "~128"
+_TEXT = Text().with_variant(mysql.LONGTEXT(), "mysql")
+MYSQL_TEXT_TYPE = _TEXT
+"""Long text: ``TEXT``, ``LONGTEXT`` on MySQL (for columns declared elsewhere)."""
+
+MYSQL_TEXT = {"mariadb": "utf8mb4_nopad_bin", "mysql": "utf8mb4_0900_bin"}
+"""The collation of MySQL and MariaDB tables (their ``LONGTEXT`` columns): ``utf8mb4``
+compared by code point, trailing spaces included; the two servers name it apart."""
 
 metadata = MetaData(
     naming_convention={
@@ -64,14 +112,14 @@ metadata = MetaData(
 sessions = Table(
     "sqlstore_sessions",
     metadata,
-    Column("app_name", Text, nullable=False),
-    Column("user_id", Text, nullable=False),
-    Column("id", Text, nullable=False),
+    Column("app_name", IDENTIFIER, nullable=False),
+    Column("user_id", IDENTIFIER, nullable=False),
+    Column("id", IDENTIFIER, nullable=False),
     # Optimistic-concurrency token: the number of events appended so far.
     Column("revision", BigInteger, nullable=False),
     Column("create_time", Double, nullable=False),
     # Random per create: a deleted and re-created session is another incarnation.
-    Column("incarnation", Text, nullable=False, server_default=text("''")),
+    Column("incarnation", IDENTIFIER, nullable=False, server_default=text("''")),
     Column("update_time", Double, nullable=False),
     PrimaryKeyConstraint("app_name", "user_id", "id"),
 )
@@ -79,17 +127,17 @@ sessions = Table(
 events = Table(
     "sqlstore_events",
     metadata,
-    Column("app_name", Text, nullable=False),
-    Column("user_id", Text, nullable=False),
-    Column("session_id", Text, nullable=False),
+    Column("app_name", IDENTIFIER, nullable=False),
+    Column("user_id", IDENTIFIER, nullable=False),
+    Column("session_id", IDENTIFIER, nullable=False),
     # Append order within the session: the session revision the append produced.
     Column("seq", BigInteger, nullable=False),
-    Column("id", Text, nullable=False),
-    Column("invocation_id", Text, nullable=False),
-    Column("author", Text, nullable=False),
+    Column("id", IDENTIFIER, nullable=False),
+    Column("invocation_id", _TEXT, nullable=False),
+    Column("author", _TEXT, nullable=False),
     Column("timestamp", Double, nullable=False),
     # The whole event as JSON text, so no field is lost.
-    Column("data", Text, nullable=False),
+    Column("data", _TEXT, nullable=False),
     PrimaryKeyConstraint("app_name", "user_id", "session_id", "seq"),
     UniqueConstraint("app_name", "user_id", "session_id", "id"),
     ForeignKeyConstraint(
@@ -102,11 +150,11 @@ events = Table(
 session_state = Table(
     "sqlstore_session_state",
     metadata,
-    Column("app_name", Text, nullable=False),
-    Column("user_id", Text, nullable=False),
-    Column("session_id", Text, nullable=False),
-    Column("key", Text, nullable=False),
-    Column("value", Text, nullable=False),
+    Column("app_name", IDENTIFIER, nullable=False),
+    Column("user_id", IDENTIFIER, nullable=False),
+    Column("session_id", IDENTIFIER, nullable=False),
+    Column("key", _STATE_KEY, nullable=False),
+    Column("value", _TEXT, nullable=False),
     PrimaryKeyConstraint("app_name", "user_id", "session_id", "key"),
     ForeignKeyConstraint(
         ["app_name", "user_id", "session_id"],
@@ -118,10 +166,10 @@ session_state = Table(
 user_state = Table(
     "sqlstore_user_state",
     metadata,
-    Column("app_name", Text, nullable=False),
-    Column("user_id", Text, nullable=False),
-    Column("key", Text, nullable=False),
-    Column("value", Text, nullable=False),
+    Column("app_name", IDENTIFIER, nullable=False),
+    Column("user_id", IDENTIFIER, nullable=False),
+    Column("key", _STATE_KEY, nullable=False),
+    Column("value", _TEXT, nullable=False),
     Column("update_time", Double, nullable=False),
     PrimaryKeyConstraint("app_name", "user_id", "key"),
 )
@@ -129,9 +177,9 @@ user_state = Table(
 app_state = Table(
     "sqlstore_app_state",
     metadata,
-    Column("app_name", Text, nullable=False),
-    Column("key", Text, nullable=False),
-    Column("value", Text, nullable=False),
+    Column("app_name", IDENTIFIER, nullable=False),
+    Column("key", _STATE_KEY, nullable=False),
+    Column("value", _TEXT, nullable=False),
     Column("update_time", Double, nullable=False),
     PrimaryKeyConstraint("app_name", "key"),
 )
@@ -147,29 +195,29 @@ memories = Table(
     Column(
         "pk", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True
     ),
-    Column("app_name", Text, nullable=False),
-    Column("user_id", Text, nullable=False),
+    Column("app_name", IDENTIFIER, nullable=False),
+    Column("user_id", IDENTIFIER, nullable=False),
     # The memory's id: derived from (session_id, event_id) for events, so that
     # re-ingesting an event updates its row; random for distilled facts.
-    Column("id", Text, nullable=False),
-    Column("session_id", Text, nullable=True),
-    Column("event_id", Text, nullable=True),
-    Column("author", Text, nullable=True),
+    Column("id", IDENTIFIER, nullable=False),
+    Column("session_id", IDENTIFIER, nullable=True),
+    Column("event_id", IDENTIFIER, nullable=True),
+    Column("author", _TEXT, nullable=True),
     Column("timestamp", Double, nullable=False),
     # The remembered Content as JSON (text parts only, after the ingestion filter).
-    Column("content", Text, nullable=False),
+    Column("content", _TEXT, nullable=False),
     # The indexed form: author and text, NUL removed, length-capped.
-    Column("text", Text, nullable=False),
+    Column("text", _TEXT, nullable=False),
     # The index terms of the indexed form, space-separated and distinct
     # (search.analysis): PostgreSQL's tsvector and SQLite's FTS5 index are made of them.
-    Column("terms", Text, nullable=False, server_default=text("''")),
+    Column("terms", _TEXT, nullable=False, server_default=text("''")),
     # The analysis the terms come from ("<version>:<language>", Analyzer.signature).
-    Column("analysis", Text, nullable=False, server_default=text("''")),
+    Column("analysis", _TEXT, nullable=False, server_default=text("''")),
     # The number of terms: the BM25 length.
     Column("token_count", Integer, nullable=False),
-    Column("custom_metadata", Text, nullable=False),
+    Column("custom_metadata", _TEXT, nullable=False),
     # (app_name, user_id) as one token for SQLite FTS5 (see text.search_scope).
-    Column("search_scope", Text, nullable=False),
+    Column("search_scope", _TEXT, nullable=False),
     Column("update_time", Double, nullable=False),
     UniqueConstraint("app_name", "user_id", "id"),
     Index(None, "app_name", "user_id", "session_id"),
@@ -181,8 +229,8 @@ memories = Table(
 memory_stats = Table(
     "sqlstore_memory_stats",
     metadata,
-    Column("app_name", Text, nullable=False),
-    Column("user_id", Text, nullable=False),
+    Column("app_name", IDENTIFIER, nullable=False),
+    Column("user_id", IDENTIFIER, nullable=False),
     Column("doc_count", BigInteger, nullable=False),
     Column("lexeme_count", BigInteger, nullable=False),
     PrimaryKeyConstraint("app_name", "user_id"),
@@ -194,9 +242,9 @@ memory_stats = Table(
 memory_terms = Table(
     "sqlstore_memory_terms",
     metadata,
-    Column("app_name", Text, nullable=False),
-    Column("user_id", Text, nullable=False),
-    Column("term", Text, nullable=False),
+    Column("app_name", IDENTIFIER, nullable=False),
+    Column("user_id", IDENTIFIER, nullable=False),
+    Column("term", _TERM, nullable=False),
     Column("df", BigInteger, nullable=False),
     PrimaryKeyConstraint("app_name", "user_id", "term"),
     sqlite_with_rowid=False,
@@ -210,12 +258,12 @@ memory_embeddings = Table(
     "sqlstore_memory_embeddings",
     metadata,
     Column("memory_pk", BigInteger().with_variant(Integer(), "sqlite"), nullable=False),
-    Column("app_name", Text, nullable=False),
-    Column("user_id", Text, nullable=False),
-    Column("model", Text, nullable=False),
+    Column("app_name", IDENTIFIER, nullable=False),
+    Column("user_id", IDENTIFIER, nullable=False),
+    Column("model", IDENTIFIER, nullable=False),
     Column("dimensions", Integer, nullable=False),
-    Column("text_sha256", Text, nullable=False),
-    Column("embedding", LargeBinary, nullable=False),
+    Column("text_sha256", _TEXT, nullable=False),
+    Column("embedding", LargeBinary().with_variant(mysql.LONGBLOB(), "mysql"), nullable=False),
     Column("update_time", Double, nullable=False),
     PrimaryKeyConstraint("memory_pk"),
     ForeignKeyConstraint(["memory_pk"], ["sqlstore_memories.pk"], ondelete="CASCADE"),
@@ -235,9 +283,9 @@ memory_embeddings = Table(
 memory_ingestions = Table(
     "sqlstore_memory_ingestions",
     metadata,
-    Column("app_name", Text, nullable=False),
-    Column("user_id", Text, nullable=False),
-    Column("session_id", Text, nullable=False),
+    Column("app_name", IDENTIFIER, nullable=False),
+    Column("user_id", IDENTIFIER, nullable=False),
+    Column("session_id", IDENTIFIER, nullable=False),
     Column("revision", BigInteger, nullable=True),
     Column("event_count", BigInteger, nullable=False),
     Column("ingest_time", Double, nullable=False),
@@ -255,13 +303,20 @@ SEARCH_OBJECTS: dict[str, dict[str, set[Any]]] = {
         "indexes": set(),
         "tables": {"sqlstore_memories_fts"},
     },
+    "mysql": {
+        "columns": {("sqlstore_memories", "search_tokens")},
+        "indexes": {"ix_sqlstore_memories_search"},
+        "tables": set(),
+    },
 }
 """Full-text search objects each dialect's migration adds beyond the tables above:
 PostgreSQL a ``tsvector`` column ``search_vector`` generated from ``terms`` and
 ``token_count`` (each term with its memory's length class, ``term~L``, and the user's
 scope token; ``array_to_tsvector``) in a GIN index with ``search_scope`` (btree_gin,
 where it can be created); SQLite a contentless FTS5 table of the scope token and the
-classed terms (split at spaces only), kept in sync by triggers (migration 0006). They
+classed terms (split at spaces only), kept in sync by triggers (migration 0006); MySQL
+and MariaDB a ``search_tokens`` column of the user's hashed classed terms in an InnoDB
+``FULLTEXT`` index, written with each row (migration 0009). They
 are not declared in ``metadata`` because they exist on one dialect only."""
 
 TABLE_PREFIX = "sqlstore_"

@@ -9,18 +9,20 @@ value is checked and converted (a URL gives text; keywords give numbers or text 
   opened and closed per use, only cost (``python -m benchmarks.pool_sizes``:
   500 cycles/s at 5+0, 534 at 10+0, 331 at 20+20); a burst waits for a free
   connection instead, up to ``pool_timeout``;
-- ``connect_timeout`` (PostgreSQL, seconds, default 10): to connect to one host;
+- ``connect_timeout`` (PostgreSQL, MySQL; seconds, default 10): to connect to one host;
   each host of a several-hosts URL gets that long, so that a failover reaches the
   promoted standby even when the old primary hangs rather than refuses;
 - ``pool_timeout`` (seconds, default 30): how long a call waits for a connection
   when all are in use, then fails with
   :class:`~adk_sqlstore.errors.PoolTimeoutError`;
-- ``pool_recycle`` (seconds, default never): replace connections older than this;
+- ``pool_recycle`` (seconds, default never; MySQL and MariaDB 3,600): replace
+  connections older than this;
 - ``pool_pre_ping`` (default false): test each connection before use (a closed
   socket is always detected without it);
-- ``statement_timeout`` (PostgreSQL; ``30s``, ``500ms`` or milliseconds): the
-  server cancels longer statements (the call fails with
-  :class:`~adk_sqlstore.errors.DatabaseUnavailableError`); ``command_timeout``
+- ``statement_timeout`` (``30s``, ``500ms`` or milliseconds): the server cancels
+  longer statements (PostgreSQL and MariaDB: any statement; MySQL: its reads,
+  ``max_execution_time``), and the call fails with
+  :class:`~adk_sqlstore.errors.DatabaseUnavailableError`; ``command_timeout``
   (seconds): the client gives up waiting for one. Without it, a call on a
   connection to a server that stopped answering (not one that closed it) waits for
   the kernel's TCP timeout: set it where servers can hang or be cut off;
@@ -49,6 +51,7 @@ from .errors import ConfigurationError
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_MAX_OVERFLOW",
+    "DEFAULT_MYSQL_POOL_RECYCLE",
     "DEFAULT_POOL_SIZE",
     "DEFAULT_SQLITE_BUSY_TIMEOUT",
     "FALSE_WORDS",
@@ -56,6 +59,7 @@ __all__ = [
     "TRUE_WORDS",
     "check_settings",
     "convert_settings",
+    "milliseconds",
 ]
 
 TRUE_WORDS = ("1", "true", "yes", "on")
@@ -122,6 +126,15 @@ def _duration(name: str, value: object) -> str:
     return text
 
 
+def milliseconds(duration: str) -> float:
+    """The milliseconds of a duration checked by the ``statement_timeout`` setting
+    (``30s``, ``500ms``, ``1500``)."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(ms|s|min|h|d)?", duration.strip())
+    if match is None:
+        raise ConfigurationError(f"not a duration: {duration!r}")
+    return float(match[1]) * _UNITS_MS[match[2]]
+
+
 def _words(name: str, value: object) -> str:
     """Non-empty text (a schema name, or several separated by commas)."""
     if not isinstance(value, str) or not value.strip():
@@ -148,6 +161,11 @@ See :func:`create_engine` for what each does."""
 
 DEFAULT_POOL_SIZE = 5  # measured: see engine.create_engine and benchmarks/pool_sizes.py
 DEFAULT_MAX_OVERFLOW = 0
+DEFAULT_MYSQL_POOL_RECYCLE = 3600.0
+"""Seconds after which a pooled MySQL or MariaDB connection is replaced unless
+``pool_recycle`` says otherwise: the server closes connections idle for
+``wait_timeout`` (8 hours by default, often minutes on managed servers), and a call on
+such a connection would fail."""
 DEFAULT_CONNECT_TIMEOUT = 10.0
 """Seconds to connect to one PostgreSQL host (each host of a several-hosts URL gets
 this long, so that an unresponsive primary does not use up the time of the next)."""

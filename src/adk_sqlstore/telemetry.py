@@ -8,7 +8,9 @@ context: under ADK's own spans (``invocation``, ``call_llm``, ``execute_tool``) 
 ADK's Runner makes the call. Attributes, following OpenTelemetry's database semantic
 conventions where they have a name:
 
-- ``db.system.name`` (and the older ``db.system``): ``postgresql`` or ``sqlite``;
+- ``db.system.name`` (and the older ``db.system``): ``postgresql``, ``mysql`` (MySQL
+  and MariaDB alike: which one is known only once a connection is made, and every
+  span of a store must say the same) or ``sqlite``;
 - ``db.operation.name``: the method, e.g. ``append_event``, ``search_memory``;
 - ``db.response.returned_rows``: what the call returned or wrote (events loaded,
   sessions listed, memories found or stored, rows deleted);

@@ -7,10 +7,14 @@ the product (``from_url``, the ADK classes, the command line, the environment va
 accepts the same spellings, resolved here by :func:`resolve_url`:
 
 - ``postgresql://`` (or ``postgres://``, or any ``postgresql+<driver>://``), mapped to
-  asyncpg; ``sqlite:///relative/to/cwd.db`` and ``sqlite:////absolute/path.db``, mapped
-  to aiosqlite; libpq's several hosts (``h1:5432,h2:5433``) for failover;
-- the same with ADK's service-URI prefix, ``sqlstore+postgresql://...`` or
-  ``sqlstore+sqlite:///...`` (what ADK's ``--session_service_uri`` needs);
+  asyncpg; ``mysql://`` and ``mariadb://`` (or any ``mysql+<driver>://``), mapped to
+  asyncmy (``mysql+asyncmy://``: one dialect for both servers, SQLAlchemy tells MariaDB
+  from MySQL by the server's version); ``sqlite:///relative/to/cwd.db`` and
+  ``sqlite:////absolute/path.db``, mapped to aiosqlite; libpq's several hosts
+  (``h1:5432,h2:5433``) for failover;
+- the same with ADK's service-URI prefix, ``sqlstore+postgresql://...``,
+  ``sqlstore+mysql://...`` or ``sqlstore+sqlite:///...`` (what ADK's
+  ``--session_service_uri`` needs);
 - ``sqlstore://``: the environment variable, else the embedded file;
 - an ``auto_migrate=true`` (or ``false``) query parameter on any of them, and the
   connection settings of :data:`adk_sqlstore.settings.SETTINGS` (applied by
@@ -33,6 +37,7 @@ from sqlalchemy.exc import ArgumentError
 
 from .errors import ConfigurationError
 from .settings import FALSE_WORDS, SETTINGS, TRUE_WORDS, check_settings
+from .url_parameters import asyncmy_query, asyncpg_query
 
 __all__ = [
     "DATABASE_URL_ENV",
@@ -49,7 +54,11 @@ __all__ = [
 
 DATABASE_URL_ENV = "ADK_SQLSTORE_DATABASE_URL"
 
-_ASYNC_DRIVERS = {"postgresql": "asyncpg", "sqlite": "aiosqlite"}
+_ASYNC_DRIVERS = {"postgresql": "asyncpg", "sqlite": "aiosqlite", "mysql": "asyncmy"}
+"""The asyncio driver of each backend. MySQL and MariaDB: asyncmy, not aiomysql (ADK's
+choice for ``mysql://``): aiomysql 0.3.2 with PyMySQL 1.2 fails to bind a ``bytes``
+value (``TypeError`` in ``escape_bytes_prefixed``), and asyncmy's protocol is compiled
+(Cython); both round-trip every value of the contract suite otherwise (2026-12-03)."""
 
 
 def default_sqlite_path() -> Path:
@@ -235,8 +244,9 @@ def _multihost(url: str) -> str:
 
 
 def normalize_url(url: str | URL) -> URL:
-    """Map a URL to its asyncio driver: ``postgresql://`` to asyncpg, ``sqlite://``
-    to aiosqlite (``postgres://`` is accepted as ``postgresql://``, and ADK's
+    """Map a URL to its asyncio driver: ``postgresql://`` to asyncpg, ``mysql://`` and
+    ``mariadb://`` to asyncmy (as ``mysql+asyncmy://``), ``sqlite://`` to aiosqlite
+    (``postgres://`` is accepted as ``postgresql://``, and ADK's
     ``sqlstore+`` prefix and an ``auto_migrate`` parameter are dropped; see
     :func:`resolve_url` for ``sqlstore://``).
 
@@ -252,9 +262,13 @@ def normalize_url(url: str | URL) -> URL:
         parsed = make_url(url)
     except (ArgumentError, ValueError):  # ValueError: a port that is not a number
         raise ConfigurationError(_why_invalid(str(url))) from None
+    if parsed.get_backend_name() == "mariadb":  # a URL object: one dialect for both
+        parsed = parsed.set(drivername="mysql")
     backend, driver = parsed.get_backend_name(), _driver(parsed)
     if backend == "postgresql":
-        parsed = _asyncpg_query(parsed)
+        parsed = asyncpg_query(parsed, redact_url(parsed))
+    elif backend == "mysql":
+        parsed = asyncmy_query(parsed, redact_url(parsed))
     if parsed.get_driver_name() != driver:
         parsed = parsed.set(drivername=f"{backend}+{driver}")
     split_settings(parsed)  # a setting's value is checked here, before any connection
@@ -270,6 +284,8 @@ def _spelled(url: str) -> str:
     """
     if url.startswith("postgres://"):
         url = "postgresql://" + url[len("postgres://") :]
+    if url.startswith("mariadb:") or url.startswith("mariadb+"):
+        url = "mysql" + url[len("mariadb") :]
     if url.startswith("postgresql"):
         url = _multihost(url)
     if "://" not in url:
@@ -302,13 +318,14 @@ def _driver(parsed: URL) -> str:
     if driver is None and backend.startswith(SERVICE_SCHEME):
         raise ConfigurationError(
             f"{redact_url(parsed)!r} is not a URL adk-sqlstore reads: write sqlstore:// (the"
-            " default database), sqlstore+postgresql://user:pass@host/db or"
-            " sqlstore+sqlite:///path.db"
+            " default database), sqlstore+postgresql://user:pass@host/db,"
+            " sqlstore+mysql://user:pass@host/db or sqlstore+sqlite:///path.db"
         )
     if driver is None:
         raise ConfigurationError(
             f"unsupported database {backend!r} in {redact_url(parsed)!r}: adk-sqlstore runs"
-            " on PostgreSQL (postgresql://) and SQLite (sqlite:///path)"
+            " on PostgreSQL (postgresql://), MySQL or MariaDB (mysql://, mariadb://) and"
+            " SQLite (sqlite:///path)"
         )
     if backend == "sqlite" and parsed.host:
         raise ConfigurationError(
@@ -335,56 +352,6 @@ def _why_invalid(url: str) -> str:
         " postgresql://user:password@host:port/database, with '@' ':' '/' '?' '#' '%' and"
         " spaces in the user name or password percent-encoded"
     )
-
-
-_ASYNCPG_QUERY = {
-    "host",
-    "port",
-    "user",
-    "password",
-    "database",
-    "passfile",
-    "ssl",
-    "target_session_attrs",
-    "prepared_statement_cache_size",
-}
-
-
-_ASYNCPG_VALUES = {
-    "ssl": {"disable", "allow", "prefer", "require", "verify-ca", "verify-full", "true", "false"},
-    "target_session_attrs": {
-        "any",
-        "primary",
-        "standby",
-        "prefer-standby",
-        "read-write",
-        "read-only",
-    },
-}
-
-
-def _asyncpg_query(url: URL) -> URL:
-    """The URL's query as asyncpg takes it: libpq's ``sslmode`` becomes ``ssl`` (same
-    values: disable, allow, prefer, require, verify-ca, verify-full); parameters
-    asyncpg does not take raise ``ValueError`` here, not a ``TypeError`` at connect."""
-    query = dict(url.query)
-    if "sslmode" in query:
-        query.setdefault("ssl", query.pop("sslmode"))
-        query.pop("sslmode", None)
-    for name, allowed in _ASYNCPG_VALUES.items():
-        if name in query and str(query[name]).lower() not in allowed:
-            raise ConfigurationError(
-                f"database URL {redact_url(url)!r}: {name} must be one of"
-                f" {', '.join(sorted(allowed))}, not {query[name]!r}"
-            )
-    unknown = sorted(set(query) - _ASYNCPG_QUERY - set(SETTINGS))
-    if unknown:
-        taken = sorted(_ASYNCPG_QUERY | {"sslmode"} | set(SETTINGS) - {"sqlite_busy_timeout"})
-        raise ConfigurationError(
-            f"database URL {redact_url(url)!r}: adk-sqlstore and its PostgreSQL driver"
-            f" (asyncpg) do not take {', '.join(unknown)}; they take {', '.join(taken)}"
-        )
-    return url.set(query=query) if query != dict(url.query) else url
 
 
 def resolve_url(url: str | URL | None = None) -> DatabaseTarget:

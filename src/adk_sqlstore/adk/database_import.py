@@ -4,7 +4,7 @@ Reads either of the two SQL layouts ADK 2.13 writes and copies every session, ev
 user state and app state into adk-sqlstore:
 
 * ``DatabaseSessionService`` with its current schema (``adk_internal_metadata.schema_version
-  = 1``: events as JSON), on PostgreSQL or SQLite;
+  = 1``: events as JSON), on PostgreSQL, MySQL, MariaDB or SQLite;
 * ``SqliteSessionService``, which ADK uses for ``sqlite:///...`` session URLs and for
   ``adk web``'s default ``<agents>/<agent>/.adk/session.db``: an SQLite file whose
   ``sessions``, ``events``, ``app_states`` and ``user_states`` tables hold state and
@@ -40,7 +40,7 @@ from sqlalchemy import Select, inspect, select
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 
-from ..engine import postgres_options
+from ..drivers import mysql_options, postgres_options
 from ..errors import MigrationError
 from ..models import GetSessionConfig
 from ..sql.adk_source import (
@@ -115,6 +115,8 @@ def open_source(url: str) -> AsyncEngine:
     kwargs: dict[str, Any] = {}
     if parsed.get_backend_name() == "postgresql":
         postgres_options(settings, kwargs)
+    if parsed.get_backend_name() == "mysql":
+        mysql_options(settings, kwargs)
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
         # An SQLite URI filename: "?", "#" and "%" in the path must be escaped, or the
         # path is cut short there (and mode=ro lost).

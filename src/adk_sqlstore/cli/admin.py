@@ -196,7 +196,8 @@ def services_yaml() -> None:
 
     sqlstore:// is $ADK_SQLSTORE_DATABASE_URL, else the embedded SQLite file;
     sqlstore+sqlite:///rel.db is relative to the working directory,
-    sqlstore+sqlite:////abs.db absolute; sqlstore+postgresql://user:pass@host/db needs
+    sqlstore+sqlite:////abs.db absolute; sqlstore+postgresql://user:pass@host/db and
+    sqlstore+mysql://user:pass@host/db (or sqlstore+mariadb://) need
     `adk-sqlstore migrate` first (or ?auto_migrate=true in development).
     """
     from importlib import resources

@@ -38,7 +38,8 @@ __all__ = [
 
 app = typer.Typer(
     name="adk-sqlstore",
-    help="Durable sessions, scoped state and memory for ADK agents, in PostgreSQL or SQLite.",
+    help="Durable sessions, scoped state and memory for ADK agents, in PostgreSQL, MySQL,"
+    " MariaDB or SQLite.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -79,7 +80,8 @@ UrlOption = Annotated[
     typer.Option(
         "--url",
         metavar="URL",
-        help="Database URL: postgresql://user:pass@host/db, sqlite:///relative.db,"
+        help="Database URL: postgresql://user:pass@host/db, mysql://user:pass@host/db"
+        " (or mariadb://), sqlite:///relative.db,"
         " sqlite:////absolute.db, or the same with ADK's sqlstore+ prefix (sqlstore:// is"
         " the default). Default: $ADK_SQLSTORE_DATABASE_URL, else the embedded SQLite file.",
         show_default=False,

@@ -22,8 +22,8 @@ SourceOption = Annotated[
     typer.Option(
         "--source",
         metavar="URL",
-        help="The database of ADK's DatabaseSessionService (schema v1, SQLite or"
-        " PostgreSQL) or SqliteSessionService (e.g. adk web's"
+        help="The database of ADK's DatabaseSessionService (schema v1, SQLite,"
+        " PostgreSQL, MySQL or MariaDB) or SqliteSessionService (e.g. adk web's"
         " sqlite:///agents/my_agent/.adk/session.db); detected, only read.",
     ),
 ]

@@ -1,5 +1,6 @@
-"""Memory search: BM25 over each user's memories, on PostgreSQL full-text search or
-SQLite FTS5, with index and query terms from one text analysis.
+"""Memory search: BM25 over each user's memories, on PostgreSQL full-text search,
+SQLite FTS5 or InnoDB ``FULLTEXT`` (MySQL, MariaDB), with index and query terms from one
+text analysis.
 
 - :mod:`.analysis`: the text-analysis pipeline (terms of a memory and of a query);
 - :mod:`.text`: what an event says, the indexed form, the user's scope token;
@@ -7,7 +8,7 @@ SQLite FTS5, with index and query terms from one text analysis.
 - :mod:`.planner`: the exact top k in few reads (a branch and bound over the terms a
   memory holds), the same on every backend;
 - :mod:`.hybrid`: BM25 fused with vector similarity, when an embedder is configured;
-- :mod:`.postgres`, :mod:`.sqlite`: each backend's reads (their SQL is in
+- :mod:`.postgres`, :mod:`.sqlite`, :mod:`.mysql`: each backend's reads (their SQL is in
   :mod:`adk_sqlstore.sql.search`).
 """
 
@@ -30,12 +31,19 @@ from .lexical import (
     UserMemories,
     weigh,
 )
+from .mysql import MysqlSearch
 from .planner import rank
 from .postgres import PostgresSearch
 from .sqlite import SqliteSearch, search_now
 from .text import MAX_QUERY_CHARS, valid_unicode
 
 __all__ = ["one_batch", "search_memories"]
+
+_BACKENDS: dict[str, type[UserMemories]] = {
+    "postgresql": PostgresSearch,
+    "sqlite": SqliteSearch,
+    "mysql": MysqlSearch,
+}
 
 
 def one_batch(dialect: str, vector: VectorQuery | None) -> bool:
@@ -109,11 +117,7 @@ async def _lexical(
     (:func:`.hybrid.candidate_terms`)."""
     if not query_terms:
         return []
-    search: UserMemories = (
-        PostgresSearch(conn, app_name, user_id, query_terms)
-        if conn.dialect.name == "postgresql"
-        else SqliteSearch(conn, app_name, user_id, query_terms)
-    )
+    search = _BACKENDS[conn.dialect.name](conn, app_name, user_id, query_terms)
     await search.begin()
     stats = await search.terms()
     if stats is None:
@@ -134,7 +138,7 @@ async def _lexical(
         stats.class_sizes,
         limit,
         read,
-        round_trips=conn.dialect.name == "postgresql",
+        round_trips=conn.dialect.name != "sqlite",
     )
 
 
@@ -143,5 +147,4 @@ async def _rows(
 ) -> dict[int, Any]:
     if not pks:
         return {}
-    backend = PostgresSearch if conn.dialect.name == "postgresql" else SqliteSearch
-    return await backend(conn, app_name, user_id, []).rows(pks)
+    return await _BACKENDS[conn.dialect.name](conn, app_name, user_id, []).rows(pks)

@@ -1,8 +1,9 @@
 """Statement forms shared by the other modules of :mod:`adk_sqlstore.sql`.
 
 The upsert is the one statement whose SQLAlchemy construct differs by dialect
-(``postgresql.insert`` and ``sqlite.insert`` each have ``on_conflict_do_update``);
-both PostgreSQL and SQLite (3.24+) run the same SQL.
+(``postgresql.insert`` and ``sqlite.insert`` each have ``on_conflict_do_update``;
+both PostgreSQL and SQLite (3.24+) run the same SQL; MySQL and MariaDB have
+``INSERT ... ON DUPLICATE KEY UPDATE``, ``mysql.insert``).
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Table, or_
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Table, func, not_, or_
+from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.dml import Insert
 
@@ -52,6 +53,8 @@ def upsert(
         only_if_changed: update a conflicting row only when one of these columns
             differs from the new value (``IS DISTINCT FROM``).
     """
+    if dialect.name == "mysql":
+        return _mysql_upsert(table, update, only_if_changed)
     stmt: postgresql.Insert | sqlite.Insert
     if dialect.name == "postgresql":
         stmt = postgresql.insert(table)
@@ -67,3 +70,26 @@ def upsert(
         set_={name: stmt.excluded[name] for name in update},
         where=where,
     )
+
+
+def _mysql_upsert(
+    table: Table, update: Sequence[str], only_if_changed: Sequence[str] | None
+) -> Insert:
+    """:func:`upsert` on MySQL and MariaDB: ``ON DUPLICATE KEY UPDATE`` (on whichever
+    unique key the row collides with). It has no ``WHERE``: with ``only_if_changed``,
+    the other columns take their new values only ``IF`` a compared one differs
+    (``<=>``, NULL-safe), and they are assigned first, because MySQL evaluates the
+    assignments in order and each sees the columns assigned before it; the compared
+    columns then take their new values, which leaves an unchanged row as it was."""
+    stmt = mysql.insert(table)
+    new = stmt.inserted
+    if not only_if_changed:
+        return stmt.on_duplicate_key_update([(name, new[name]) for name in update])
+    changed = or_(
+        *(not_(table.c[c].op("<=>", is_comparison=True)(new[c])) for c in only_if_changed)
+    )
+    guarded = [
+        (n, func.if_(changed, new[n], table.c[n])) for n in update if n not in only_if_changed
+    ]
+    compared = [(n, new[n]) for n in update if n in only_if_changed]
+    return stmt.on_duplicate_key_update(guarded + compared)

@@ -4,20 +4,26 @@ round trip.
 On PostgreSQL each is a single statement run outside an explicit transaction, which
 PostgreSQL runs atomically on one snapshot, sent to asyncpg directly
 (:mod:`.pg_direct`); on SQLite each is one batch in aiosqlite's thread
-(:mod:`.sqlite_thread`) running the whole transaction there. Both write and read
-exactly what the statements of :mod:`.sessions` would; the parameter names are shared
+(:mod:`.sqlite_thread`) running the whole transaction there. On MySQL and MariaDB
+(no data-modifying CTEs, no ``RETURNING`` on ``UPDATE``) an append is a few statements
+in the write transaction the caller opened (:meth:`adk_sqlstore.store.Store.autocommit`
+opens one there), a load and a list one statement each. All write and read exactly
+what the statements of :mod:`.sessions` would; the parameter names are shared
 (SQLAlchemy's ``:name`` and sqlite3's named style agree)."""
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, cast
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.elements import TextClause
 
 from .pg_direct import PgStatement, fetch
+from .sessions import write_state
 from .sqlite_thread import execute, fetch_all, fetch_one, rollback_quietly, run_batch
 
 __all__ = ["AppendRow", "append_row", "list_session_rows", "load_session_rows"]
@@ -154,10 +160,41 @@ def _sqlite_append(db: Any, row: AppendRow) -> int | None:
         raise
 
 
+_MYSQL_BUMP = text(
+    _BUMP.replace("CAST(:expected_incarnation AS TEXT)", ":expected_incarnation").replace(
+        "RETURNING revision", ""
+    )
+)
+_MYSQL_INSERT_EVENT = text(_SQLITE_INSERT_EVENT)
+
+
+async def _mysql_append(conn: AsyncConnection, row: AppendRow) -> int | None:
+    """One append as statements of the caller's write transaction (MySQL, MariaDB):
+    the guard's row lock is held from the bump to the commit."""
+    params = row.params()
+    bumped = await conn.execute(_MYSQL_BUMP, params)
+    if bumped.rowcount != 1:  # matched rows (SQLAlchemy asks the server for found rows)
+        return None
+    revision = row.expected_revision + 1
+    await conn.execute(_MYSQL_INSERT_EVENT, {**params, "seq": revision})
+    await write_state(
+        conn,
+        app_name=row.app_name,
+        user_id=row.user_id,
+        session_id=row.session_id,
+        app=dict(row.app_state),
+        user=dict(row.user_state),
+        session=dict(row.session_state),
+        now=row.now,
+    )
+    return revision
+
+
 async def append_row(conn: AsyncConnection, row: AppendRow) -> int | None:
     """Append one event under the revision guard, with its state keys, atomically.
 
-    ``conn`` must be outside any transaction (PostgreSQL: in AUTOCOMMIT mode).
+    ``conn`` must be outside any transaction (PostgreSQL: in AUTOCOMMIT mode), or on
+    MySQL and MariaDB inside a write transaction, which the caller commits.
 
     Returns:
         The new revision, or ``None`` when the guard matched no row (stale or absent).
@@ -173,6 +210,8 @@ async def append_row(conn: AsyncConnection, row: AppendRow) -> int | None:
             params[f"{scope}_values"] = [v for _, v in items]
         rows = await fetch(conn, _POSTGRES_APPEND, params)
         return int(rows[0][0]) if rows else None
+    if conn.dialect.name == "mysql":
+        return await _mysql_append(conn, row)
     return await run_batch(conn, _sqlite_append, row, in_loop=True)
 
 
@@ -197,6 +236,23 @@ SELECT 4, NULL, data, seq, NULL FROM (
 ORDER BY part, n
 """
 _POSTGRES_LOAD_SESSION = PgStatement(text(_LOAD_SESSION))
+_MYSQL_CASTS = {
+    "AS TEXT)": "AS CHAR)",
+    "AS BIGINT)": "AS SIGNED)",
+    "AS DOUBLE PRECISION)": "AS DOUBLE)",
+}
+
+
+def _mysql(sql: str) -> TextClause:
+    """A statement of this module for MySQL and MariaDB: their names for the types of
+    its NULL columns, and the column ``key`` quoted (a reserved word there)."""
+    for ours, theirs in _MYSQL_CASTS.items():
+        sql = sql.replace(ours, theirs)
+    return text(re.sub(r"(?<![\w`])key\b", "`key`", sql))
+
+
+_MYSQL_LOAD_SESSION = _mysql(_LOAD_SESSION)
+_MYSQL_LOWEST_TIME = -1.7976931348623157e308  # MySQL takes no -inf
 
 
 def _sqlite_load(db: Any, params: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -229,6 +285,10 @@ async def load_session_rows(
         return cast(
             "list[tuple[Any, ...]]", list(await fetch(conn, _POSTGRES_LOAD_SESSION, params))
         )
+    if conn.dialect.name == "mysql":
+        if after_timestamp is None:
+            params["after_timestamp"] = _MYSQL_LOWEST_TIME
+        return [tuple(r) for r in await conn.execute(_MYSQL_LOAD_SESSION, params)]
     return await run_batch(conn, _sqlite_load, params)
 
 
@@ -274,6 +334,7 @@ _LIST_SESSIONS = {
     for page in (False, True)
 }
 _POSTGRES_LIST_SESSIONS = {shape: PgStatement(text(sql)) for shape, sql in _LIST_SESSIONS.items()}
+_MYSQL_LIST_SESSIONS = {shape: _mysql(sql) for shape, sql in _LIST_SESSIONS.items()}
 
 
 def _sqlite_list(db: Any, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -315,4 +376,6 @@ async def list_session_rows(
         return cast(
             "list[tuple[Any, ...]]", list(await fetch(conn, _POSTGRES_LIST_SESSIONS[shape], params))
         )  # asyncpg's records: tuples to read
+    if conn.dialect.name == "mysql":
+        return [tuple(r) for r in await conn.execute(_MYSQL_LIST_SESSIONS[shape], params)]
     return await run_batch(conn, _sqlite_list, _LIST_SESSIONS[shape], params)

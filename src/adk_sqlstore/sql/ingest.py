@@ -228,7 +228,11 @@ def _sqlite_write(
 def one_round_trip(dialect: str, rows: int) -> bool:
     """Whether the writes here take ``rows`` rows on ``dialect`` (PostgreSQL: one
     statement's arrays, at most :data:`~.constructs.PG_ARRAY_ROWS` rows; more are
-    written a chunk per statement in a transaction, :func:`.memory.upsert_memories`)."""
+    written a chunk per statement in a transaction, :func:`.memory.upsert_memories`;
+    MySQL and MariaDB: never, their writes are the statements of :mod:`.memory` in a
+    transaction)."""
+    if dialect == "mysql":
+        return False
     return dialect != "postgresql" or rows <= PG_ARRAY_ROWS
 
 

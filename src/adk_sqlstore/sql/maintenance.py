@@ -97,9 +97,18 @@ async def purge_deleted_text(conn: AsyncConnection, *, wait: float = WAL_PURGE_W
     ANALYZE leaves the statistics of a table that has no rows left as they were: those
     are deleted where the role may (a superuser), else reported (``stale_statistics``).
     The deleted rows themselves stay in the table files until (auto)VACUUM.
+
+    MySQL and MariaDB: nothing is done here. InnoDB's statistics hold no values; its
+    pages keep deleted rows until purge reuses the space, and its ``FULLTEXT`` index
+    the deleted memories' words (hashes of the user's terms, not the text) until
+    ``OPTIMIZE TABLE sqlstore_memories`` runs with ``innodb_optimize_fulltext_only``
+    (a server setting, and a rewrite of the index: an administrator's job, not a
+    per-user one; README, "MySQL and MariaDB").
     """
     if conn.dialect.name == "sqlite":
         return Purge(wal_pending=not await run_batch(conn, _sqlite_purge, wait))
+    if conn.dialect.name == "mysql":
+        return Purge()
     # Statements on whole tables (maintenance, reading no user's rows) say so: on a
     # distributed database they run on every shard (docs/scaling.md).
     await conn.execute(text(f"/* statistics */ ANALYZE {', '.join(USER_TABLES)}"))

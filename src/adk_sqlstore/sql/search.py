@@ -31,6 +31,8 @@ __all__ = [
     "WaveRead",
     "fts5_match",
     "fts5_string",
+    "mysql_match",
+    "mysql_wave",
     "pg_wave",
     "scope_lexeme",
     "sqlite_memory_rows",
@@ -47,9 +49,10 @@ _ROWS = (
 )
 MEMORY_ROWS = {
     "postgresql": text(_ROWS.format(hint="")).bindparams(bindparam("pks", expanding=True)),
+    "mysql": text(_ROWS.format(hint="")).bindparams(bindparam("pks", expanding=True)),
 }
-"""Per dialect (PostgreSQL; SQLite: :func:`sqlite_memory_rows`): the memories with row
-keys ``:pks`` (what a search returns)."""
+"""Per dialect (PostgreSQL, MySQL; SQLite: :func:`sqlite_memory_rows`): the memories
+with row keys ``:pks`` (what a search returns)."""
 
 MEMORY_STATS = text(
     "SELECT doc_count, lexeme_count FROM sqlstore_memory_stats"
@@ -70,10 +73,14 @@ TERM_STATS = {
         " NULL, NULL FROM unnest(CAST(:terms AS TEXT[])) AS q(term)"
     ),
 }
-"""Per dialect (PostgreSQL; SQLite: :func:`sqlite_term_stats`): the user's number of
-memories and their total length (BM25's N and avgdl), in a row whose ``term`` is NULL,
-and the document frequency of each of ``:terms`` (NULL or no row: no memory of the
-user holds it)."""
+TERM_STATS["mysql"] = text(
+    _STATS_ROW + " UNION ALL SELECT term, df, NULL, NULL FROM sqlstore_memory_terms"
+    " WHERE app_name = :app_name AND user_id = :user_id AND term IN :terms"
+).bindparams(bindparam("terms", expanding=True))
+"""Per dialect (PostgreSQL, MySQL; SQLite: :func:`sqlite_term_stats`): the user's
+number of memories and their total length (BM25's N and avgdl), in a row whose
+``term`` is NULL, and the document frequency of each of ``:terms`` (NULL or no row: no
+memory of the user holds it)."""
 
 
 def _named(name: str, count: int) -> str:
@@ -219,3 +226,40 @@ def sqlite_wave(reads: Sequence[WaveRead], terms: int) -> TextClause:
         missing = "".join(f"\n  AND {_SQLITE_HOLDS.format(i=i)} = 0" for i in absent)
         parts.append(_SQLITE_READ.format(r=r, idf=idf, absent=missing))
     return text("\nUNION ALL\n".join(parts))
+
+
+# -- MySQL and MariaDB (InnoDB FULLTEXT) -------------------------------------------------
+
+_MYSQL_HOLDS = "LOCATE(:t{i}, CONCAT(' ', m.terms, ' '))"
+_MYSQL_READ = """(SELECT FLOOR(({idf})
+        * (CAST(:k1 AS DOUBLE) + 1)
+        / (1 + CAST(:k1 AS DOUBLE) * (1 - CAST(:b AS DOUBLE)
+           + CAST(:b AS DOUBLE) * m.token_count / CAST(:avgdl AS DOUBLE)))
+        * CAST(:scale AS DOUBLE) + 0.5) / CAST(:scale AS DOUBLE) AS score,
+    m.timestamp AS timestamp, m.pk AS pk
+FROM sqlstore_memories AS m
+WHERE MATCH(m.search_tokens) AGAINST(:wanted_{r} IN BOOLEAN MODE)
+  AND m.app_name = :app_name AND m.user_id = :user_id{absent}
+ORDER BY score DESC, m.timestamp DESC, m.pk DESC
+LIMIT :limit)"""
+
+
+def mysql_wave(reads: Sequence[WaveRead], terms: int) -> TextClause:
+    """One wave's reads on MySQL and MariaDB, for a query of ``terms`` terms; read
+    ``r`` binds ``:wanted_r``, a boolean-mode ``FULLTEXT`` query over the user's
+    hashed tokens (:func:`mysql_match`). Bound numbers are cast to ``DOUBLE``: the
+    driver writes a float as a decimal literal, which MySQL would otherwise add up
+    as ``DECIMAL``."""
+    idf = _held_idf(_MYSQL_HOLDS, "CAST(:w{i} AS DOUBLE)", terms)
+    parts = []
+    for r, absent in enumerate(reads):
+        missing = "".join(f"\n  AND {_MYSQL_HOLDS.format(i=i)} = 0" for i in absent)
+        parts.append(_MYSQL_READ.format(r=r, idf=idf, absent=missing))
+    return text("\nUNION ALL\n".join(parts))
+
+
+def mysql_match(groups: Sequence[Sequence[str]]) -> str:
+    """A boolean-mode ``FULLTEXT`` query for the rows holding every token of one of
+    ``groups`` (tokens of :func:`adk_sqlstore.search.text.mysql_token`: plain words,
+    never query syntax)."""
+    return " ".join("(" + " ".join(f"+{t}" for t in group) + ")" for group in groups)
