@@ -1,9 +1,7 @@
 """Statements on memories, ingestion records and the scan for idle sessions.
 
 The per-user search statistics (``sqlstore_memory_stats``) are kept by triggers
-created in the migrations, never written here. On MySQL and MariaDB the statements
-here write each memory's ``search_tokens`` (its ``FULLTEXT`` words, migration 0009)
-with its terms.
+created in the migrations, never written here.
 """
 
 from __future__ import annotations
@@ -11,24 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import (
-    Column,
-    MetaData,
-    Table,
-    and_,
-    bindparam,
-    delete,
-    func,
-    or_,
-    select,
-    text,
-    tuple_,
-    update,
-)
+from sqlalchemy import and_, bindparam, delete, func, or_, select, text, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..schema import MYSQL_TEXT_TYPE, memories, memory_ingestions, sessions
-from ..search.text import mysql_tokens
+from ..schema import memories, memory_ingestions, sessions
 from .constructs import PG_ARRAY_ROWS, chunks, upsert
 
 __all__ = [
@@ -95,24 +79,6 @@ _PG_UPSERT = text(
 ``:user_id`` bound once: the statement names its one user)."""
 
 
-_MYSQL_MEMORIES = Table(
-    memories.name,
-    MetaData(),
-    *(
-        Column(c.name, c.type, primary_key=c.primary_key, nullable=c.nullable)
-        for c in memories.columns
-    ),
-    Column("search_tokens", MYSQL_TEXT_TYPE, nullable=False),
-)
-"""``sqlstore_memories`` as MySQL and MariaDB have it: with ``search_tokens``."""
-
-
-def _with_tokens(row: dict[str, Any]) -> dict[str, Any]:
-    """A memory row with its MySQL ``search_tokens``."""
-    tokens = mysql_tokens(row["search_scope"], row["terms"], row["token_count"])
-    return {**row, "search_tokens": tokens}
-
-
 async def memory_ids_of_session(
     conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str
 ) -> dict[str, int]:
@@ -167,16 +133,15 @@ async def upsert_memories(conn: AsyncConnection, rows: Sequence[dict[str, Any]])
                     _PG_UPSERT, {"app_name": app_name, "user_id": user_id, **columns}
                 )
         return
-    mysql = conn.dialect.name == "mysql"
     stmt = upsert(
         conn.dialect,
-        _MYSQL_MEMORIES if mysql else memories,
+        memories,
         key=("app_name", "user_id", "id"),
-        update=(*MEMORY_UPDATABLE, "search_tokens") if mysql else MEMORY_UPDATABLE,
+        update=MEMORY_UPDATABLE,
         only_if_changed=MEMORY_COMPARED,
     )
     for chunk in chunks(rows):
-        await conn.execute(stmt, [_with_tokens(r) for r in chunk] if mysql else list(chunk))
+        await conn.execute(stmt, list(chunk))
 
 
 async def record_ingestion(
@@ -322,43 +287,22 @@ _SET_TERMS = (
 )
 
 
-_MYSQL_SET_TERMS = (
-    update(_MYSQL_MEMORIES)
-    .where(_MYSQL_MEMORIES.c.pk == bindparam("row_pk"))
-    .values(
-        terms=bindparam("new_terms"),
-        token_count=bindparam("new_token_count"),
-        analysis=bindparam("new_analysis"),
-        search_tokens=bindparam("new_search_tokens"),
-    )
-)
-
-
 async def set_terms(conn: AsyncConnection, rows: Sequence[tuple[int, list[str], str]]) -> None:
     """Store memories' index terms: ``(pk, terms, analysis signature)`` each (the
-    search index and per-user statistics follow by the migrations' triggers; on MySQL
-    and MariaDB the ``FULLTEXT`` words are written here too)."""
-    if not rows:
-        return
-    params: list[dict[str, Any]] = [
-        {
-            "row_pk": pk,
-            "new_terms": " ".join(terms),
-            "new_token_count": len(terms),
-            "new_analysis": signature,
-        }
-        for pk, terms, signature in rows
-    ]
-    if conn.dialect.name != "mysql":
-        await conn.execute(_SET_TERMS, params)
-        return
-    pks = [pk for pk, _, _ in rows]
-    read = select(memories.c.pk, memories.c.search_scope).where(memories.c.pk.in_(pks))
-    scopes = {int(pk): str(scope) for pk, scope in (await conn.execute(read)).all()}
-    for p in params:
-        scope = scopes[p["row_pk"]]
-        p["new_search_tokens"] = mysql_tokens(scope, p["new_terms"], p["new_token_count"])
-    await conn.execute(_MYSQL_SET_TERMS, params)
+    search index and per-user statistics follow by the migrations' triggers)."""
+    if rows:
+        await conn.execute(
+            _SET_TERMS,
+            [
+                {
+                    "row_pk": pk,
+                    "new_terms": " ".join(terms),
+                    "new_token_count": len(terms),
+                    "new_analysis": signature,
+                }
+                for pk, terms, signature in rows
+            ],
+        )
 
 
 async def other_analysis(
