@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from ..models import (
 from ..sql.sessions import SessionRow
 from ..state import ScopedDelta
 from ..validation import (
+    MAX_ROWS,
     check_count,
     check_event_fields,
     check_size_limit,
@@ -380,7 +382,7 @@ def parse_config(config: object) -> GetSessionConfig | None:
     except ValidationError as exc:
         raise InvalidArgumentError(f"config: {exc.errors()[0]['msg']}") from None
     if checked.num_recent_events is not None:
-        check_count("config.num_recent_events", checked.num_recent_events, least=0)
+        check_count("config.num_recent_events", checked.num_recent_events, least=0, most=MAX_ROWS)
     return checked
 
 
@@ -400,6 +402,8 @@ def decode_page_token(token: str) -> tuple[float, str, str]:
         update_time, user_id, session_id = json.loads(base64.urlsafe_b64decode(token))
         if isinstance(update_time, bool) or not isinstance(update_time, int | float):
             raise TypeError
+        if not math.isfinite(update_time):  # json.loads takes Infinity and NaN
+            raise ValueError
         return float(update_time), str(user_id), str(session_id)
     except (ValueError, TypeError) as exc:
         raise InvalidArgumentError("page_token is not a token list_sessions returned") from exc

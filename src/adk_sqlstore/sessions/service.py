@@ -22,6 +22,7 @@ from ..store import OnStore, Store, write_completes
 from ..validation import (
     DEFAULT_MAX_EVENT_BYTES,
     DEFAULT_MAX_STATE_VALUE_BYTES,
+    MAX_ROWS,
     check_count,
     check_identifier,
     check_state_delta,
@@ -266,7 +267,7 @@ class SqlSessionService(OnStore, Generic[SessionT, EventT, ListT]):
         if user_id is not None:
             check_identifier("user_id", user_id)
         if limit is not None:
-            check_count("limit", limit, least=1)
+            check_count("limit", limit, least=1, most=MAX_ROWS)
         after = decode_page_token(page_token) if page_token is not None else None
         async with self._store.autocommit() as conn:
             return await list_page(

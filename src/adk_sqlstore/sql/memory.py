@@ -24,6 +24,7 @@ __all__ = [
     "delete_memories",
     "delete_memories_by_pk",
     "idle_sessions",
+    "lock_statistics",
     "memories_to_reindex",
     "memory_ids_of_session",
     "other_analysis",
@@ -77,6 +78,40 @@ _PG_UPSERT = text(
 )
 """One user's memories as arrays, one per column (the user's ``:app_name`` and
 ``:user_id`` bound once: the statement names its one user)."""
+
+
+_LOCK_STATISTICS = {
+    "postgresql": text(
+        "INSERT INTO sqlstore_memory_stats AS s (app_name, user_id, doc_count, lexeme_count)"
+        " VALUES (:app_name, :user_id, 0, 0)"
+        " ON CONFLICT (app_name, user_id) DO UPDATE SET doc_count = s.doc_count"
+    ),
+    "mysql": text(
+        "INSERT INTO sqlstore_memory_stats (app_name, user_id, doc_count, lexeme_count)"
+        " VALUES (:app_name, :user_id, 0, 0) ON DUPLICATE KEY UPDATE doc_count = doc_count"
+    ),
+}
+
+
+async def lock_statistics(
+    conn: AsyncConnection, *, app_name: str, user_id: str, writing_memories: bool = False
+) -> None:
+    """Lock the user's statistics row (made if absent, counting nothing) until the
+    transaction ends, first thing in a transaction that writes the user's memories or
+    forgets the user: writers of one user then queue there.
+
+    ``forget_user`` takes it on PostgreSQL and MySQL: a memory write committed while it
+    ran is then either forgotten whole or kept whole with its statistics (without the
+    lock, a concurrent ``add_memory`` could leave memories whose statistics row was
+    deleted, found by no search). Memory writes (``writing_memories``) take it on MySQL
+    and MariaDB only: their row triggers lock the memory rows before the statistics row,
+    and two writers of one user deadlocked on the pair; PostgreSQL's statement triggers
+    take the statistics row last, after every memory row. SQLite: nothing to do (one
+    writer at a time)."""
+    dialect = conn.dialect.name
+    if dialect == "sqlite" or (writing_memories and dialect != "mysql"):
+        return
+    await conn.execute(_LOCK_STATISTICS[dialect], {"app_name": app_name, "user_id": user_id})
 
 
 async def memory_ids_of_session(
