@@ -24,6 +24,8 @@ from adk_sqlstore import (
 from adk_sqlstore.memory.rows import MAX_MEMORY_BYTES
 from adk_sqlstore.validation import MAX_IDENTIFIER_BYTES, MAX_STATE_KEY_BYTES
 
+from .helpers import text_of
+
 CHARS = ["k", "é", "界", "😀"]  # 1, 2, 3 and 4 UTF-8 bytes
 SETTINGS = settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -136,4 +138,4 @@ async def test_a_memory_past_the_limit_is_refused_and_one_at_it_stored(db_url: s
         assert found.memories == []
         await memory.add_memory(app_name="limits", user_id="u1", memories=[fact(at_limit)])
         found = await memory.search_memory(app_name="limits", user_id="u1", query="quota")
-        assert [len(m.content.parts[0].text.encode()) for m in found.memories] == [MAX_MEMORY_BYTES]
+        assert [len(text_of(m).encode()) for m in found.memories] == [MAX_MEMORY_BYTES]

@@ -67,8 +67,8 @@ part of the tables' primary keys; PostgreSQL's btree indexes take at most about 
 bytes per row, so longer keys would fail there and not on SQLite: refused on both."""
 
 MAX_ROWS = 2**62
-"""The most rows a call may ask for (``limit``, ``num_recent_events``): a LIMIT every
-database takes (a signed 64-bit integer, with room for the one more row a page reads)."""
+"""The most rows a LIMIT is given: every database takes it (a signed 64-bit integer,
+with room for the one more row a page reads); a bigger ``limit`` means all rows."""
 
 MAX_JSON_DEPTH = 100
 """Deepest nesting of lists and dicts accepted in a state value (a list in a dict is two

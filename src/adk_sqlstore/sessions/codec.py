@@ -37,7 +37,6 @@ from ..models import (
 from ..sql.sessions import SessionRow
 from ..state import ScopedDelta
 from ..validation import (
-    MAX_ROWS,
     check_count,
     check_event_fields,
     check_size_limit,
@@ -382,7 +381,7 @@ def parse_config(config: object) -> GetSessionConfig | None:
     except ValidationError as exc:
         raise InvalidArgumentError(f"config: {exc.errors()[0]['msg']}") from None
     if checked.num_recent_events is not None:
-        check_count("config.num_recent_events", checked.num_recent_events, least=0, most=MAX_ROWS)
+        check_count("config.num_recent_events", checked.num_recent_events, least=0)
     return checked
 
 

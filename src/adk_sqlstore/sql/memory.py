@@ -82,9 +82,9 @@ _PG_UPSERT = text(
 
 _LOCK_STATISTICS = {
     "postgresql": text(
-        "INSERT INTO sqlstore_memory_stats AS s (app_name, user_id, doc_count, lexeme_count)"
-        " VALUES (:app_name, :user_id, 0, 0)"
-        " ON CONFLICT (app_name, user_id) DO UPDATE SET doc_count = s.doc_count"
+        "INSERT INTO sqlstore_memory_stats (app_name, user_id, doc_count, lexeme_count)"
+        " VALUES (:app_name, :user_id, 0, 0) ON CONFLICT (app_name, user_id)"
+        " DO UPDATE SET doc_count = sqlstore_memory_stats.doc_count"
     ),
     "mysql": text(
         "INSERT INTO sqlstore_memory_stats (app_name, user_id, doc_count, lexeme_count)"
