@@ -40,7 +40,7 @@ from sqlalchemy.engine import make_url
 from adk_sqlstore import SqlSessionService
 from adk_sqlstore.engine import create_engine
 from adk_sqlstore.migration import upgrade
-from adk_sqlstore.schema import metadata
+from adk_sqlstore.schema import ALEMBIC_VERSION_TABLE, metadata
 
 from .helpers import LAYERS, Layer, open_layer
 from .pg_cluster import ClusterUnavailable, Pgbouncer, ThrowawayCluster, pgvector_binaries
@@ -362,8 +362,9 @@ def mysql_url(mysql_test_db: str) -> str:
 
 
 async def _mysql_empty(url: str) -> None:
-    """Empty every table: ``DELETE`` (fast on small tables), ``TRUNCATE`` where a soak
-    test left many memories (deleting them one trigger call at a time took minutes)."""
+    """Empty every table of the store (the MySQL-only postings included): ``DELETE``
+    (fast on small tables), ``TRUNCATE`` where a soak test left many memories (deleting
+    them one trigger call at a time took minutes)."""
     import asyncmy
 
     parts = make_url(url)
@@ -381,9 +382,11 @@ async def _mysql_empty(url: str) -> None:
                 "SELECT count(*) FROM (SELECT 1 FROM sqlstore_memories LIMIT 5001) AS m"
             )
             (many,) = await cursor.fetchone()
-            for table in metadata.sorted_tables:
-                truncate = many > 5000 and table.name.startswith("sqlstore_memor")
-                await cursor.execute(f"{'TRUNCATE' if truncate else 'DELETE FROM'} {table.name}")
+            await cursor.execute("SHOW TABLES LIKE 'sqlstore\\_%'")
+            tables = [t for (t,) in await cursor.fetchall() if t != ALEMBIC_VERSION_TABLE]
+            for table in tables:
+                truncate = many > 5000 and table.startswith("sqlstore_memor")
+                await cursor.execute(f"{'TRUNCATE' if truncate else 'DELETE FROM'} {table}")
         await conn.commit()
     finally:
         conn.close()

@@ -54,6 +54,7 @@ FOREIGN_PRIVATE = {
     "_mapping": "SQLAlchemy's documented mapping view of a Row",
     "_proxied": "SQLAlchemy: the engine an engine with execution options wraps",
     "_max_overflow": "SQLAlchemy's QueuePool: reported in the pool-timeout message",
+    "_stream_broken": "asyncmy: set when the server closed the connection (checked at checkout)",
 }
 
 

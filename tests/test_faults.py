@@ -158,6 +158,20 @@ async def _wait_for_server(url: str, seconds: float) -> None:
             await asyncio.sleep(0.2)
 
 
+async def test_a_pooled_mysql_connection_the_server_closed_is_replaced(mysql_url: str) -> None:
+    """A server closes connections idle past its ``wait_timeout`` (or on a restart):
+    the next call takes a new connection instead of failing with "server has gone
+    away" (found by a review; PostgreSQL's pool already did). Shown with this test's
+    own connection's ``wait_timeout``: the server is not reconfigured."""
+    async with SqlSessionService.from_url(mysql_url) as service:
+        session = await service.create_session(app_name="idle", user_id="u")
+        async with service.store.engine.connect() as conn:  # the pool's one connection
+            await conn.execute(text("SET SESSION wait_timeout = 1"))
+        await asyncio.sleep(2.5)
+        got = await service.get_session(app_name="idle", user_id="u", session_id=session.id)
+        assert got is not None and got.id == session.id
+
+
 @pytest.mark.postgres
 @pytest.mark.soak
 async def test_a_postgres_restart_fails_calls_clearly_then_the_service_recovers(

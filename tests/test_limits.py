@@ -15,10 +15,16 @@ from adk_sqlstore import (
     Event,
     EventActions,
     InvalidIdentifierError,
+    InvalidMemoryError,
     InvalidStateError,
+    MemoryEntry,
+    SqlMemoryService,
     SqlSessionService,
 )
+from adk_sqlstore.memory.rows import MAX_MEMORY_BYTES
 from adk_sqlstore.validation import MAX_IDENTIFIER_BYTES, MAX_STATE_KEY_BYTES
+
+from .helpers import text_of
 
 CHARS = ["k", "é", "界", "😀"]  # 1, 2, 3 and 4 UTF-8 bytes
 SETTINGS = settings(
@@ -110,3 +116,26 @@ async def test_identifiers_of_any_length(
         assert (stored.app_name, stored.user_id, stored.id)[
             ["app_name", "user_id", "session_id"].index(field)
         ] == value
+
+
+async def test_a_memory_past_the_limit_is_refused_and_one_at_it_stored(db_url: str) -> None:
+    """A memory's text is at most MAX_MEMORY_BYTES (8 MiB, as an event), on every
+    backend: one more byte is an InvalidMemoryError and nothing of the call is stored
+    (found by a review: MySQL dropped the connection, past its packet size, on a 40 MiB
+    memory that SQLite stored)."""
+    async with SqlMemoryService.from_url(db_url) as memory:
+
+        def fact(text: str) -> MemoryEntry:
+            return MemoryEntry(content={"parts": [{"text": text}]})
+
+        word = "quota' "  # quotes: the driver's escaping makes the statement longer
+        at_limit = (word * (MAX_MEMORY_BYTES // len(word) + 1))[:MAX_MEMORY_BYTES]
+        with pytest.raises(InvalidMemoryError, match="MAX_MEMORY_BYTES"):
+            await memory.add_memory(
+                app_name="limits", user_id="u1", memories=[fact("small"), fact(at_limit + "é")]
+            )
+        found = await memory.search_memory(app_name="limits", user_id="u1", query="small")
+        assert found.memories == []
+        await memory.add_memory(app_name="limits", user_id="u1", memories=[fact(at_limit)])
+        found = await memory.search_memory(app_name="limits", user_id="u1", query="quota")
+        assert [len(text_of(m).encode()) for m in found.memories] == [MAX_MEMORY_BYTES]

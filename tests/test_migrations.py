@@ -30,7 +30,7 @@ from adk_sqlstore.migration import (
     migrations_path,
     upgrade,
 )
-from adk_sqlstore.schema import ALEMBIC_VERSION_TABLE, include_object, metadata
+from adk_sqlstore.schema import ALEMBIC_VERSION_TABLE, SEARCH_OBJECTS, include_object, metadata
 from adk_sqlstore.urls import DATABASE_URL_ENV, normalize_url
 
 from .conftest import BACKENDS, REPO, MysqlFactory, PostgresFactory, run_sync
@@ -73,10 +73,12 @@ def _diff(conn: Connection) -> list[Any]:
 
 
 def _tables(conn: Connection) -> set[str]:
+    """The tables, without the dialects' search objects (schema.SEARCH_OBJECTS)."""
+    search = set().union(*(objects["tables"] for objects in SEARCH_OBJECTS.values()))
     return {
         name
         for name in inspect(conn).get_table_names()
-        if not name.startswith("sqlstore_memories_fts")
+        if not any(name == t or name.startswith(t + "_") for t in search)
     }
 
 

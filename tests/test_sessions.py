@@ -8,12 +8,22 @@ Quotes are from the design documents the product comes from (../shared/seeds/):
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
+import math
+import sys
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
-from adk_sqlstore import GetSessionConfig, InvalidEventError, StaleSessionError
+from adk_sqlstore import (
+    GetSessionConfig,
+    InvalidArgumentError,
+    InvalidEventError,
+    Session,
+    StaleSessionError,
+)
 
 from .helpers import Layer, text_of
 
@@ -161,6 +171,42 @@ async def test_after_timestamp_is_inclusive(layer: Layer, history: str) -> None:
     assert await _texts(layer, layer.config(after_timestamp=1007.0)) == ["m7", "m8", "m9"]
     assert await _texts(layer, layer.config(after_timestamp=1006.5)) == ["m7", "m8", "m9"]
     assert await _texts(layer, layer.config(after_timestamp=2000.0)) == []
+
+
+async def test_after_timestamp_may_be_infinite_or_nan(layer: Layer, history: str) -> None:
+    """Found by a review: MySQL's driver wrote infinity as SQL that did not parse. Every
+    backend: -inf keeps every event; +inf and NaN, which no time is at or after, none."""
+    assert len(await _texts(layer, layer.config(after_timestamp=-math.inf))) == 10
+    assert await _texts(layer, layer.config(after_timestamp=math.inf)) == []
+    assert await _texts(layer, layer.config(after_timestamp=math.nan)) == []
+
+
+async def test_limits_past_what_a_database_takes_mean_all(layer: Layer, history: str) -> None:
+    """A limit no database's LIMIT takes lists everything, and the service goes on
+    (found by a review: PostgreSQL's driver raised OverflowError for
+    ``limit=sys.maxsize``, and the pooled connection failed the calls after it)."""
+    for limit in (sys.maxsize, 10**30):
+        listed = await layer.core_sessions.list_sessions(app_name="app", user_id="u1", limit=limit)
+        assert len(listed.sessions) == 1 and listed.next_page_token is None
+    assert len(await _texts(layer, layer.config(num_recent_events=10**30))) == 10
+    found = await layer.memory.search_memory(app_name="app", user_id="u1", query="m1")
+    assert found.memories == []
+
+
+@pytest.mark.parametrize("bad", [-math.inf, math.inf, math.nan])
+async def test_non_finite_times_from_callers_are_typed_errors(service: Any, bad: float) -> None:
+    """A hand-made page token, or an imported session, holding an infinite or NaN time
+    is refused before any statement (MySQL's driver cannot write one; SQLite and
+    PostgreSQL stored or failed on them unlike each other)."""
+    token = base64.urlsafe_b64encode(json.dumps([bad, "u", "s"]).encode()).decode()
+    with pytest.raises(InvalidArgumentError, match="page_token"):
+        await service.list_sessions(app_name="app", limit=1, page_token=token)
+    with pytest.raises(InvalidArgumentError, match="last_update_time"):
+        await service.import_session(
+            Session(id="imported", app_name="app", user_id="u", last_update_time=bad)
+        )
+    listed = await service.list_sessions(app_name="app", user_id="u")
+    assert listed.sessions == []
 
 
 async def test_recent_and_after_timestamp_combine(layer: Layer, history: str) -> None:

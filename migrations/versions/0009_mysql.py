@@ -12,20 +12,19 @@ with ``adk_sqlstore.schema``). On PostgreSQL and SQLite it does nothing.
   1,024-byte state key is 1,789 bytes, within InnoDB's 3,072), other text
   ``LONGTEXT``: JSON is stored as the text this library writes, never as MySQL's
   ``JSON`` type (which reorders keys and rewrites numbers).
-- Memory search: ``search_tokens``, one token per classed term of the memory
-  (``term~L``, migration 0006), hashed with the user's scope (``w`` and 20 hex
-  digits of SHA-256: ``adk_sqlstore.search.text.mysql_token``), in an InnoDB
-  ``FULLTEXT`` index. Hashing keeps every token a plain word of the built-in parser
-  (letters and digits, 21 characters: never split, never a stop word, within
-  ``innodb_ft_min_token_size``/``max``, whatever the term's script or punctuation),
-  and a token names one user's term, so a match reads that user's postings only.
-  The store's statements write ``search_tokens`` with the row.
-- The per-user statistics (``sqlstore_memory_stats``) and term frequencies
-  (``sqlstore_memory_terms``) are kept by row triggers, as on SQLite: the terms of a
-  row split by ``JSON_TABLE`` (a term never holds a space, a double quote or a
-  control character: ``adk_sqlstore.search.analysis``). A trigger updates the
-  user's statistics row before any of the user's term rows, so writers of one user
-  queue on that row instead of deadlocking on their terms.
+- Memory search: ``sqlstore_memory_postings``, an inverted index in an InnoDB table:
+  one row per memory and index token (each term with its memory's length class,
+  ``term~L``, migration 0006), keyed by ``(app_name, user_id, token, memory_pk)``, so
+  a read is a range of one user's postings. Not InnoDB ``FULLTEXT``: its index is
+  changed outside transactions, and right after a commit, under concurrent load, a
+  boolean-mode search on MariaDB 10.11 returned some of the user's matching rows and
+  not others (3 runs of 7 of the test suite, 2026-12-03); it also splits and
+  stop-words text by its own rules. A table is as transactional as the memories.
+- The postings, the per-user statistics (``sqlstore_memory_stats``) and term
+  frequencies (``sqlstore_memory_terms``) are kept by row triggers, as on SQLite: the
+  terms of a row split by ``JSON_TABLE`` (a term never holds a space, a double quote
+  or a control character: ``adk_sqlstore.search.analysis``), as ``utf8mb4`` whatever
+  the database's default character set.
 
 Needs MySQL 8.0.17 or newer, or MariaDB 10.6 or newer (``JSON_TABLE``, ``CAST(... AS
 DOUBLE)``). DDL is not transactional on MySQL: a failure part-way leaves the tables
@@ -60,6 +59,7 @@ _TABLES = (
     "sqlstore_memory_embeddings",
     "sqlstore_memory_terms",
     "sqlstore_memory_stats",
+    "sqlstore_memory_postings",
     "sqlstore_memories",
     "sqlstore_app_state",
     "sqlstore_user_state",
@@ -103,23 +103,41 @@ def _length_class(count: str) -> str:
     return f"(CASE {cases} ELSE '0' END)"
 
 
-def _terms_json(row: str) -> str:
-    """SQL: ``row``'s terms and its ``~L`` as a JSON array of strings (a backslash in
-    a term escaped; no term holds a double quote or a control character)."""
-    length = _length_class(f"{row}.token_count")
+def _json(row: str, separator: str, last: str) -> str:
+    """SQL: ``row``'s space-separated terms as a JSON array of strings, each followed by
+    ``separator`` (SQL text), the array ending with ``last`` (SQL text); a backslash in
+    a term escaped (no term holds a double quote or a control character)."""
     escaped = rf"REPLACE({row}.terms, '\\', '\\\\')"
     return (
-        f"""(CASE WHEN {row}.terms = '' THEN CONCAT('["~', {length}, '"]')"""
-        f""" ELSE CONCAT('["', REPLACE({escaped}, ' ', '","'), '","~', {length}, '"]') END)"""
+        f"""CONCAT('["', REPLACE({escaped}, ' ', CONCAT({separator}, '","')), {separator},"""
+        f""" {last}, '"]')"""
     )
 
 
 def _terms_of(row: str) -> str:
-    return f"JSON_TABLE({_terms_json(row)}, '$[*]' COLUMNS (term VARCHAR(1040) PATH '$')) AS j"
+    """SQL: ``row``'s terms and its ``~L`` as rows ``j.term``."""
+    length = _length_class(f"{row}.token_count")
+    terms = (
+        f"""(CASE WHEN {row}.terms = '' THEN CONCAT('["~', {length}, '"]')"""
+        f""" ELSE {_json(row, "''", f'''CONCAT('","~', {length})''')} END)"""
+    )
+    return f"JSON_TABLE({terms}, '$[*]' COLUMNS (term {_TOKEN_COLUMN})) AS j"
+
+
+def _tokens_of(row: str) -> str:
+    """SQL: ``row``'s index tokens (each term with its length class, ``t~L``) as rows
+    ``j.term`` (none for a row without terms)."""
+    length = _length_class(f"{row}.token_count")
+    classed = _json(row, f"CONCAT('~', {length})", "''")
+    tokens = f"(CASE WHEN {row}.terms = '' THEN '[]' ELSE {classed} END)"
+    return f"JSON_TABLE({tokens}, '$[*]' COLUMNS (term {_TOKEN_COLUMN})) AS j"
+
+
+_TOKEN_COLUMN = "VARCHAR(1040) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$'"
 
 
 def _added(row: str) -> str:
-    """SQL: count ``row`` in its user's statistics, then its terms."""
+    """SQL: count ``row`` in its user's statistics, then its terms; index its tokens."""
     return f"""
   INSERT INTO sqlstore_memory_stats (app_name, user_id, doc_count, lexeme_count)
   VALUES ({row}.app_name, {row}.user_id, 1, {row}.token_count)
@@ -127,13 +145,16 @@ def _added(row: str) -> str:
     lexeme_count = lexeme_count + {row}.token_count;
   INSERT INTO sqlstore_memory_terms (app_name, user_id, term, df)
   SELECT {row}.app_name, {row}.user_id, j.term, 1 FROM {_terms_of(row)}
-  ON DUPLICATE KEY UPDATE df = df + 1;"""
+  ON DUPLICATE KEY UPDATE df = df + 1;
+  INSERT INTO sqlstore_memory_postings (app_name, user_id, token, memory_pk)
+  SELECT {row}.app_name, {row}.user_id, j.term, {row}.pk FROM {_tokens_of(row)};"""
 
 
 def _removed(row: str) -> str:
     """SQL: take ``row`` out of its user's statistics, then out of its terms (a term's
-    row goes with its last memory). Joined to the split terms, each term row is one
-    primary-key lookup (``term IN (SELECT ...)`` read all of the user's terms)."""
+    row goes with its last memory), and its tokens out of the postings. Joined to the
+    split terms, each row is one primary-key lookup (``term IN (SELECT ...)`` read all
+    of the user's terms)."""
     owner = f"t.app_name = {row}.app_name AND t.user_id = {row}.user_id"
     held = f"sqlstore_memory_terms AS t JOIN {_terms_of(row)} ON t.term = j.term"
     return f"""
@@ -141,7 +162,10 @@ def _removed(row: str) -> str:
     SET doc_count = doc_count - 1, lexeme_count = lexeme_count - {row}.token_count
   WHERE app_name = {row}.app_name AND user_id = {row}.user_id;
   DELETE t FROM {held} WHERE {owner} AND t.df <= 1;
-  UPDATE {held} SET t.df = t.df - 1 WHERE {owner};"""
+  UPDATE {held} SET t.df = t.df - 1 WHERE {owner};
+  DELETE p FROM sqlstore_memory_postings AS p JOIN {_tokens_of(row)} ON p.token = j.term
+  WHERE p.app_name = {row}.app_name AND p.user_id = {row}.user_id
+    AND p.memory_pk = {row}.pk;"""
 
 
 _CHANGED = (
@@ -174,7 +198,6 @@ def _memories(options: dict[str, str]) -> None:
         sa.Column("custom_metadata", _text(), nullable=False),
         sa.Column("search_scope", _text(), nullable=False),
         sa.Column("update_time", sa.Double(), nullable=False),
-        sa.Column("search_tokens", _text(), nullable=False),
         sa.PrimaryKeyConstraint("pk"),
         sa.UniqueConstraint(
             "app_name", "user_id", "id", name="uq_sqlstore_memories_app_name_user_id_id"
@@ -182,7 +205,15 @@ def _memories(options: dict[str, str]) -> None:
         sa.Index(
             "ix_sqlstore_memories_app_name_user_id_session_id", "app_name", "user_id", "session_id"
         ),
-        sa.Index("ix_sqlstore_memories_search", "search_tokens", mysql_prefix="FULLTEXT"),
+        **options,
+    )
+    op.create_table(
+        "sqlstore_memory_postings",
+        sa.Column("app_name", _id(), nullable=False),
+        sa.Column("user_id", _id(), nullable=False),
+        sa.Column("token", _id(1040), nullable=False),
+        sa.Column("memory_pk", sa.BigInteger(), nullable=False),
+        sa.PrimaryKeyConstraint("app_name", "user_id", "token", "memory_pk"),
         **options,
     )
     op.create_table(

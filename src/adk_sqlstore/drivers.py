@@ -11,8 +11,8 @@ and :func:`~adk_sqlstore.engine.configure_engine` apply them).
   ``BEGIN IMMEDIATE`` for writes).
 - MySQL and MariaDB (asyncmy): the session settings of
   :func:`~adk_sqlstore.sql.connection.mysql_session`, ``VARBINARY`` read back as text,
-  connections recycled before the server's ``wait_timeout``, and the store's reads
-  begun on one consistent snapshot.
+  connections recycled before the server's ``wait_timeout`` and replaced at checkout
+  once the server closed them, and the store's reads begun on one consistent snapshot.
 """
 
 from __future__ import annotations
@@ -222,6 +222,15 @@ def configure_sqlite(sync_engine: Engine, busy_timeout: float) -> None:
 
 
 def configure_mysql(sync_engine: Engine, statement_timeout_ms: float | None) -> None:
+    @event.listens_for(sync_engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        # asyncmy marks its stream broken when the server closes the connection (a
+        # restart, wait_timeout): replaced here, as asyncpg's is_closed() is for
+        # PostgreSQL, instead of failing the call with "server has gone away".
+        driver = getattr(dbapi_connection, "driver_connection", None)
+        if driver is not None and getattr(driver, "_stream_broken", False):
+            raise DisconnectionError("the server closed this pooled connection")
+
     @event.listens_for(sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         mariadb = "mariadb" in str(dbapi_connection.driver_connection.get_server_info()).lower()

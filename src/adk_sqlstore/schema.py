@@ -48,7 +48,6 @@ __all__ = [
     "ALEMBIC_VERSION_TABLE",
     "IDENTIFIER",
     "MYSQL_TEXT",
-    "MYSQL_TEXT_TYPE",
     "SEARCH_OBJECTS",
     "app_state",
     "events",
@@ -92,8 +91,6 @@ IDENTIFIER = key(255)
 _STATE_KEY = key(1024)  # validation.MAX_STATE_KEY_BYTES
 _TERM = key(1040)  # search.analysis.MAX_TERM_CHARS (255) in UTF-8, and "~128"
 _TEXT = Text().with_variant(mysql.LONGTEXT(), "mysql")
-MYSQL_TEXT_TYPE = _TEXT
-"""Long text: ``TEXT``, ``LONGTEXT`` on MySQL (for columns declared elsewhere)."""
 
 MYSQL_TEXT = {"mariadb": "utf8mb4_nopad_bin", "mysql": "utf8mb4_0900_bin"}
 """The collation of MySQL and MariaDB tables (their ``LONGTEXT`` columns): ``utf8mb4``
@@ -304,9 +301,9 @@ SEARCH_OBJECTS: dict[str, dict[str, set[Any]]] = {
         "tables": {"sqlstore_memories_fts"},
     },
     "mysql": {
-        "columns": {("sqlstore_memories", "search_tokens")},
-        "indexes": {"ix_sqlstore_memories_search"},
-        "tables": set(),
+        "columns": set(),
+        "indexes": set(),
+        "tables": {"sqlstore_memory_postings"},
     },
 }
 """Full-text search objects each dialect's migration adds beyond the tables above:
@@ -315,8 +312,8 @@ PostgreSQL a ``tsvector`` column ``search_vector`` generated from ``terms`` and
 scope token; ``array_to_tsvector``) in a GIN index with ``search_scope`` (btree_gin,
 where it can be created); SQLite a contentless FTS5 table of the scope token and the
 classed terms (split at spaces only), kept in sync by triggers (migration 0006); MySQL
-and MariaDB a ``search_tokens`` column of the user's hashed classed terms in an InnoDB
-``FULLTEXT`` index, written with each row (migration 0009). They
+and MariaDB an inverted index in a table, ``sqlstore_memory_postings`` (user, classed
+term, memory), kept by triggers too (migration 0009). They
 are not declared in ``metadata`` because they exist on one dialect only."""
 
 TABLE_PREFIX = "sqlstore_"

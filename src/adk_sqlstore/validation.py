@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_MAX_STATE_VALUE_BYTES",
     "MAX_IDENTIFIER_BYTES",
     "MAX_JSON_DEPTH",
+    "MAX_ROWS",
     "MAX_STATE_KEY_BYTES",
     "check_age",
     "check_argument",
@@ -64,6 +65,10 @@ MAX_STATE_KEY_BYTES = 1024
 """Longest state key, in UTF-8 bytes of the key as given (prefix included). Keys are
 part of the tables' primary keys; PostgreSQL's btree indexes take at most about 2,700
 bytes per row, so longer keys would fail there and not on SQLite: refused on both."""
+
+MAX_ROWS = 2**62
+"""The most rows a LIMIT is given: every database takes it (a signed 64-bit integer,
+with room for the one more row a page reads); a bigger ``limit`` means all rows."""
 
 MAX_JSON_DEPTH = 100
 """Deepest nesting of lists and dicts accepted in a state value (a list in a dict is two

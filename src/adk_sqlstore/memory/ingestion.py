@@ -108,6 +108,9 @@ async def ingest_session(
         # the session changed or went since it was loaded: as below, in a transaction
     prepared = None if hybrid is None else await hybrid.prepare(memory_rows)
     async with store.transaction(write=True) as conn:
+        await sql.lock_statistics(
+            conn, app_name=key["app_name"], user_id=key["user_id"], writing_memories=True
+        )
         if token.incarnation is not None:
             stored = await lock_session(conn, **key)
             if stored is None or stored[0] != token.incarnation:

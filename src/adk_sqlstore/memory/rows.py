@@ -23,10 +23,16 @@ from ..errors import InvalidMemoryError
 from ..models import Content, EventLike, Part
 from ..search.analysis import DEFAULT_LANGUAGE, analyzer
 from ..search.text import indexed_text, search_scope, text_of, valid_unicode
-from ..validation import check_identifier, check_json_value, check_text_field, check_timestamp
+from ..validation import (
+    DEFAULT_MAX_EVENT_BYTES,
+    check_identifier,
+    check_json_value,
+    check_text_field,
+    check_timestamp,
+)
 from .redaction import Redactor, build_filter
 
-__all__ = ["MemoryRows", "as_models", "check_metadata", "iso_time", "memory_id"]
+__all__ = ["MAX_MEMORY_BYTES", "MemoryRows", "as_models", "check_metadata", "iso_time", "memory_id"]
 
 _MEMORY_NAMESPACE = uuid.UUID("6f1c2d4e-8a9b-4c3d-9e2f-0a1b2c3d4e5f")
 
@@ -176,6 +182,21 @@ def check_metadata(custom_metadata: object) -> None:
         )
 
 
+MAX_MEMORY_BYTES = DEFAULT_MAX_EVENT_BYTES
+"""Largest text of one memory, in UTF-8 bytes (as an event's stored JSON: a session's
+events never reach it). Every backend refuses more; MySQL's packet limit would
+otherwise drop the connection on a bigger one."""
+
+
+def _check_size(text: str) -> None:
+    """Raises InvalidMemoryError for a text over :data:`MAX_MEMORY_BYTES`."""
+    if len(text) * 4 > MAX_MEMORY_BYTES and len(text.encode()) > MAX_MEMORY_BYTES:
+        raise InvalidMemoryError(
+            f"a memory's text is {len(text.encode()):,} bytes; the limit is"
+            f" {MAX_MEMORY_BYTES:,} (MAX_MEMORY_BYTES)"
+        )
+
+
 class MemoryRows:
     """Builds memory rows through the ingestion filter.
 
@@ -247,6 +268,7 @@ class MemoryRows:
         filtered = self.filter(valid_unicode(text))
         if not filtered.strip():
             return None
+        _check_size(filtered)
         indexed = indexed_text(author, filtered)
         terms = self.analyzer.index_terms(indexed)
         return {

@@ -318,6 +318,9 @@ class SqlMemoryService(MemoryJobs, OnStore):
             return
         prepared = await self._prepare(rows)
         async with self._store.transaction(write=True) as conn:
+            await sql.lock_statistics(
+                conn, app_name=app_name, user_id=user_id, writing_memories=True
+            )
             if gone:
                 await sql.delete_memories(conn, app_name=app_name, user_id=user_id, memory_ids=gone)
             await sql.upsert_memories(conn, rows)
@@ -438,6 +441,9 @@ class SqlMemoryService(MemoryJobs, OnStore):
                 )
             ids = [check_identifier("memory id", mid) for mid in memory_ids]
         async with self._store.transaction(write=True) as conn:
+            await sql.lock_statistics(
+                conn, app_name=app_name, user_id=user_id, writing_memories=True
+            )
             return await sql.delete_memories(
                 conn, app_name=app_name, user_id=user_id, session_id=session_id, memory_ids=ids
             )

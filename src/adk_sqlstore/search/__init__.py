@@ -1,6 +1,6 @@
 """Memory search: BM25 over each user's memories, on PostgreSQL full-text search,
-SQLite FTS5 or InnoDB ``FULLTEXT`` (MySQL, MariaDB), with index and query terms from one
-text analysis.
+SQLite FTS5 or an inverted index in a MySQL/MariaDB table, with index and query terms
+from one text analysis.
 
 - :mod:`.analysis`: the text-analysis pipeline (terms of a memory and of a query);
 - :mod:`.text`: what an event says, the indexed form, the user's scope token;

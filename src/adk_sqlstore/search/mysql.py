@@ -1,20 +1,18 @@
-"""Search on MySQL and MariaDB: an InnoDB ``FULLTEXT`` index over each memory's
-hashed, per-user index tokens (migration 0009), for the reads of :mod:`.planner`.
+"""Search on MySQL and MariaDB: an inverted index in an InnoDB table,
+``sqlstore_memory_postings`` (migration 0009), for the reads of :mod:`.planner`.
 
-A read matches its classed terms (``t~L``, migration 0006), each hashed with the
-user's scope token (:func:`.text.mysql_token`), in boolean mode: the index holds the
-user's postings only under those words, and the ``(app_name, user_id)`` condition is
-in the statement too. Each memory is scored over all the query's terms from its
-``terms`` column, as on the other backends.
+A read finds the user's memories holding every token of one of its groups (classed
+terms, ``t~L``, migration 0006) in the user's range of the postings, ``(app_name,
+user_id)`` first in its key and in every statement; each memory is scored over all
+the query's terms from its ``terms`` column, as on the other backends.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..sql.search import mysql_match, mysql_wave
+from ..sql.search import mysql_wave
 from .lexical import Read, ReadRow, Term, UserMemories, rounded, token_groups
-from .text import mysql_token
 
 __all__ = ["MysqlSearch"]
 
@@ -26,10 +24,12 @@ class MysqlSearch(UserMemories):
         self, terms: list[Term], avgdl: float, reads: Sequence[Read], limit: int
     ) -> list[ReadRow]:
         params = self.read_params(terms, avgdl, limit)
+        shapes = []
         for r, read in enumerate(reads):
             groups = token_groups(read, terms)
-            hashed = [[mysql_token(self.scope, token) for token in group] for group in groups]
-            params[f"wanted_{r}"] = mysql_match(hashed)
-        statement = mysql_wave([read.absent for read in reads], len(terms))
-        result = await self.conn.execute(statement, params)
+            for g, group in enumerate(groups):
+                for j, token in enumerate(group):
+                    params[f"h_{r}_{g}_{j}"] = token
+            shapes.append(([len(group) for group in groups], read.absent))
+        result = await self.conn.execute(mysql_wave(shapes, len(terms)), params)
         return [ReadRow(rounded(score), ts, pk) for score, ts, pk in result.all()]

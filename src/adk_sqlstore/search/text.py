@@ -14,8 +14,6 @@ __all__ = [
     "classed",
     "indexed_text",
     "length_class",
-    "mysql_token",
-    "mysql_tokens",
     "search_scope",
     "text_of",
     "valid_unicode",
@@ -78,23 +76,3 @@ def classed(term: str, low: int) -> str:
     """The index token of ``term`` in a memory of length class ``low``: ``term~low``
     (unambiguous whatever the term holds: the class is what follows the last ``~``)."""
     return f"{term}~{low}"
-
-
-def mysql_token(scope: str, token: str) -> str:
-    """The word MySQL's and MariaDB's ``FULLTEXT`` index holds for index token
-    ``token`` (a classed term, :func:`classed`) of the user whose scope token is
-    ``scope`` (:func:`search_scope`; migration 0009): ``w`` and 20 hex digits of
-    SHA-256. A plain word of InnoDB's built-in parser whatever the term holds (never
-    split at punctuation, never a stop word, never too short), naming one user's term,
-    so that a match reads that user's postings only; 80 bits keep two of a user's
-    tokens apart."""
-    return "w" + hashlib.sha256(f"{scope} {token}".encode()).hexdigest()[:20]
-
-
-def mysql_tokens(scope: str, terms: str, token_count: int) -> str:
-    """A memory's ``search_tokens`` (MySQL, MariaDB): :func:`mysql_token` of each of
-    its ``terms`` (space-separated) in its length class, space-separated."""
-    if not terms:
-        return ""
-    low = length_class(token_count)
-    return " ".join(mysql_token(scope, classed(term, low)) for term in terms.split(" "))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -400,6 +401,8 @@ def decode_page_token(token: str) -> tuple[float, str, str]:
         update_time, user_id, session_id = json.loads(base64.urlsafe_b64decode(token))
         if isinstance(update_time, bool) or not isinstance(update_time, int | float):
             raise TypeError
+        if not math.isfinite(update_time):  # json.loads takes Infinity and NaN
+            raise ValueError
         return float(update_time), str(user_id), str(session_id)
     except (ValueError, TypeError) as exc:
         raise InvalidArgumentError("page_token is not a token list_sessions returned") from exc

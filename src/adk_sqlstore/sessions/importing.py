@@ -8,12 +8,18 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import InvalidEventError
+from ..errors import InvalidArgumentError, InvalidEventError
 from ..models import SessionLike
 from ..sql import sessions as sql
 from ..state import ScopedDelta, split_delta
 from ..store import Store
-from ..validation import check_argument, check_identifier, check_session, check_state_delta
+from ..validation import (
+    check_argument,
+    check_identifier,
+    check_session,
+    check_state_delta,
+    check_timestamp,
+)
 from .codec import EventT, ListT, SessionCodec, SessionT
 from .reading import SessionKey, session_key
 
@@ -38,6 +44,10 @@ async def import_session(
     update_time = session.last_update_time or (
         session.events[-1].timestamp if session.events else now
     )
+    try:
+        check_timestamp("last_update_time", update_time)
+    except InvalidEventError as exc:  # a field of the session, not of an event
+        raise InvalidArgumentError(f"session {exc}") from None
     create_time = min([update_time, *(e.timestamp for e in session.events[:1])])
     state = codec.encode_state(split_delta(session.state))
     app, user = state.app, state.user

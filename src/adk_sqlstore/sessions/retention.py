@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from ..sql import retention as sql
+from ..sql.memory import lock_statistics
 from ..store import Store, finish_before_cancel
 from ..validation import check_age, check_argument, check_count, check_identifier
 
@@ -96,6 +97,7 @@ async def forget_user(store: Store, *, app_name: str, user_id: str) -> dict[str,
     check_identifier("app_name", app_name)
     check_identifier("user_id", user_id)
     async with store.transaction(write=True) as conn:
+        await lock_statistics(conn, app_name=app_name, user_id=user_id)
         counts = await sql.forget_user(conn, app_name=app_name, user_id=user_id)
     if not any(counts.values()):
         return counts

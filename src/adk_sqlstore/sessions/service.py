@@ -22,6 +22,7 @@ from ..store import OnStore, Store, write_completes
 from ..validation import (
     DEFAULT_MAX_EVENT_BYTES,
     DEFAULT_MAX_STATE_VALUE_BYTES,
+    MAX_ROWS,
     check_count,
     check_identifier,
     check_state_delta,
@@ -265,8 +266,8 @@ class SqlSessionService(OnStore, Generic[SessionT, EventT, ListT]):
         check_identifier("app_name", app_name)
         if user_id is not None:
             check_identifier("user_id", user_id)
-        if limit is not None:
-            check_count("limit", limit, least=1)
+        if limit is not None:  # a limit past what a LIMIT takes is all of them
+            limit = min(check_count("limit", limit, least=1), MAX_ROWS)
         after = decode_page_token(page_token) if page_token is not None else None
         async with self._store.autocommit() as conn:
             return await list_page(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -252,7 +253,15 @@ def _mysql(sql: str) -> TextClause:
 
 
 _MYSQL_LOAD_SESSION = _mysql(_LOAD_SESSION)
-_MYSQL_LOWEST_TIME = -1.7976931348623157e308  # MySQL takes no -inf
+
+
+def _mysql_time(after: float) -> float:
+    """``after_timestamp`` as MySQL takes it (no infinity, no NaN, which its driver
+    writes as SQL that does not parse): -inf as the lowest double, and +inf and NaN,
+    which no timestamp is at or after on the other backends, as the highest."""
+    if math.isnan(after) or after == math.inf:
+        return sys.float_info.max
+    return max(after, -sys.float_info.max)
 
 
 def _sqlite_load(db: Any, params: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -274,20 +283,20 @@ async def load_session_rows(
     update_time; absent if the session is), 1-3 app, user and session state (k key, v
     JSON text), 4 the events (v JSON text, n seq) oldest first.
     """
-    params = {
+    after = -math.inf if after_timestamp is None else after_timestamp
+    params: dict[str, Any] = {
         "app_name": app_name,
         "user_id": user_id,
         "session_id": session_id,
         "num_recent_events": 2**62 if num_recent_events is None else num_recent_events,
-        "after_timestamp": -math.inf if after_timestamp is None else after_timestamp,
+        "after_timestamp": after,
     }
     if conn.dialect.name == "postgresql":
         return cast(
             "list[tuple[Any, ...]]", list(await fetch(conn, _POSTGRES_LOAD_SESSION, params))
         )
     if conn.dialect.name == "mysql":
-        if after_timestamp is None:
-            params["after_timestamp"] = _MYSQL_LOWEST_TIME
+        params["after_timestamp"] = _mysql_time(after)
         return [tuple(r) for r in await conn.execute(_MYSQL_LOAD_SESSION, params)]
     return await run_batch(conn, _sqlite_load, params)
 

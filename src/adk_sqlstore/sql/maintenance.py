@@ -98,12 +98,10 @@ async def purge_deleted_text(conn: AsyncConnection, *, wait: float = WAL_PURGE_W
     are deleted where the role may (a superuser), else reported (``stale_statistics``).
     The deleted rows themselves stay in the table files until (auto)VACUUM.
 
-    MySQL and MariaDB: nothing is done here. InnoDB's statistics hold no values; its
-    pages keep deleted rows until purge reuses the space, and its ``FULLTEXT`` index
-    the deleted memories' words (hashes of the user's terms, not the text) until
-    ``OPTIMIZE TABLE sqlstore_memories`` runs with ``innodb_optimize_fulltext_only``
-    (a server setting, and a rewrite of the index: an administrator's job, not a
-    per-user one; README, "MySQL and MariaDB").
+    MySQL and MariaDB: nothing is done here. InnoDB's statistics hold no values, and
+    its memory postings are rows deleted with the memories; its pages keep deleted
+    records until purge reuses the space (``OPTIMIZE TABLE`` rewrites a table without
+    them: an administrator's job, not a per-user one; README, "MySQL and MariaDB").
     """
     if conn.dialect.name == "sqlite":
         return Purge(wal_pending=not await run_batch(conn, _sqlite_purge, wait))

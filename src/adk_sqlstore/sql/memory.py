@@ -1,9 +1,7 @@
 """Statements on memories, ingestion records and the scan for idle sessions.
 
 The per-user search statistics (``sqlstore_memory_stats``) are kept by triggers
-created in the migrations, never written here. On MySQL and MariaDB the statements
-here write each memory's ``search_tokens`` (its ``FULLTEXT`` words, migration 0009)
-with its terms.
+created in the migrations, never written here.
 """
 
 from __future__ import annotations
@@ -11,24 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import (
-    Column,
-    MetaData,
-    Table,
-    and_,
-    bindparam,
-    delete,
-    func,
-    or_,
-    select,
-    text,
-    tuple_,
-    update,
-)
+from sqlalchemy import and_, bindparam, delete, func, or_, select, text, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..schema import MYSQL_TEXT_TYPE, memories, memory_ingestions, sessions
-from ..search.text import mysql_tokens
+from ..schema import memories, memory_ingestions, sessions
 from .constructs import PG_ARRAY_ROWS, chunks, upsert
 
 __all__ = [
@@ -40,6 +24,7 @@ __all__ = [
     "delete_memories",
     "delete_memories_by_pk",
     "idle_sessions",
+    "lock_statistics",
     "memories_to_reindex",
     "memory_ids_of_session",
     "other_analysis",
@@ -95,22 +80,38 @@ _PG_UPSERT = text(
 ``:user_id`` bound once: the statement names its one user)."""
 
 
-_MYSQL_MEMORIES = Table(
-    memories.name,
-    MetaData(),
-    *(
-        Column(c.name, c.type, primary_key=c.primary_key, nullable=c.nullable)
-        for c in memories.columns
+_LOCK_STATISTICS = {
+    "postgresql": text(
+        "INSERT INTO sqlstore_memory_stats (app_name, user_id, doc_count, lexeme_count)"
+        " VALUES (:app_name, :user_id, 0, 0) ON CONFLICT (app_name, user_id)"
+        " DO UPDATE SET doc_count = sqlstore_memory_stats.doc_count"
     ),
-    Column("search_tokens", MYSQL_TEXT_TYPE, nullable=False),
-)
-"""``sqlstore_memories`` as MySQL and MariaDB have it: with ``search_tokens``."""
+    "mysql": text(
+        "INSERT INTO sqlstore_memory_stats (app_name, user_id, doc_count, lexeme_count)"
+        " VALUES (:app_name, :user_id, 0, 0) ON DUPLICATE KEY UPDATE doc_count = doc_count"
+    ),
+}
 
 
-def _with_tokens(row: dict[str, Any]) -> dict[str, Any]:
-    """A memory row with its MySQL ``search_tokens``."""
-    tokens = mysql_tokens(row["search_scope"], row["terms"], row["token_count"])
-    return {**row, "search_tokens": tokens}
+async def lock_statistics(
+    conn: AsyncConnection, *, app_name: str, user_id: str, writing_memories: bool = False
+) -> None:
+    """Lock the user's statistics row (made if absent, counting nothing) until the
+    transaction ends, first thing in a transaction that writes the user's memories or
+    forgets the user: writers of one user then queue there.
+
+    ``forget_user`` takes it on PostgreSQL and MySQL: a memory write committed while it
+    ran is then either forgotten whole or kept whole with its statistics (without the
+    lock, a concurrent ``add_memory`` could leave memories whose statistics row was
+    deleted, found by no search). Memory writes (``writing_memories``) take it on MySQL
+    and MariaDB only: their row triggers lock the memory rows before the statistics row,
+    and two writers of one user deadlocked on the pair; PostgreSQL's statement triggers
+    take the statistics row last, after every memory row. SQLite: nothing to do (one
+    writer at a time)."""
+    dialect = conn.dialect.name
+    if dialect == "sqlite" or (writing_memories and dialect != "mysql"):
+        return
+    await conn.execute(_LOCK_STATISTICS[dialect], {"app_name": app_name, "user_id": user_id})
 
 
 async def memory_ids_of_session(
@@ -167,16 +168,15 @@ async def upsert_memories(conn: AsyncConnection, rows: Sequence[dict[str, Any]])
                     _PG_UPSERT, {"app_name": app_name, "user_id": user_id, **columns}
                 )
         return
-    mysql = conn.dialect.name == "mysql"
     stmt = upsert(
         conn.dialect,
-        _MYSQL_MEMORIES if mysql else memories,
+        memories,
         key=("app_name", "user_id", "id"),
-        update=(*MEMORY_UPDATABLE, "search_tokens") if mysql else MEMORY_UPDATABLE,
+        update=MEMORY_UPDATABLE,
         only_if_changed=MEMORY_COMPARED,
     )
     for chunk in chunks(rows):
-        await conn.execute(stmt, [_with_tokens(r) for r in chunk] if mysql else list(chunk))
+        await conn.execute(stmt, list(chunk))
 
 
 async def record_ingestion(
@@ -322,43 +322,22 @@ _SET_TERMS = (
 )
 
 
-_MYSQL_SET_TERMS = (
-    update(_MYSQL_MEMORIES)
-    .where(_MYSQL_MEMORIES.c.pk == bindparam("row_pk"))
-    .values(
-        terms=bindparam("new_terms"),
-        token_count=bindparam("new_token_count"),
-        analysis=bindparam("new_analysis"),
-        search_tokens=bindparam("new_search_tokens"),
-    )
-)
-
-
 async def set_terms(conn: AsyncConnection, rows: Sequence[tuple[int, list[str], str]]) -> None:
     """Store memories' index terms: ``(pk, terms, analysis signature)`` each (the
-    search index and per-user statistics follow by the migrations' triggers; on MySQL
-    and MariaDB the ``FULLTEXT`` words are written here too)."""
-    if not rows:
-        return
-    params: list[dict[str, Any]] = [
-        {
-            "row_pk": pk,
-            "new_terms": " ".join(terms),
-            "new_token_count": len(terms),
-            "new_analysis": signature,
-        }
-        for pk, terms, signature in rows
-    ]
-    if conn.dialect.name != "mysql":
-        await conn.execute(_SET_TERMS, params)
-        return
-    pks = [pk for pk, _, _ in rows]
-    read = select(memories.c.pk, memories.c.search_scope).where(memories.c.pk.in_(pks))
-    scopes = {int(pk): str(scope) for pk, scope in (await conn.execute(read)).all()}
-    for p in params:
-        scope = scopes[p["row_pk"]]
-        p["new_search_tokens"] = mysql_tokens(scope, p["new_terms"], p["new_token_count"])
-    await conn.execute(_MYSQL_SET_TERMS, params)
+    search index and per-user statistics follow by the migrations' triggers)."""
+    if rows:
+        await conn.execute(
+            _SET_TERMS,
+            [
+                {
+                    "row_pk": pk,
+                    "new_terms": " ".join(terms),
+                    "new_token_count": len(terms),
+                    "new_analysis": signature,
+                }
+                for pk, terms, signature in rows
+            ],
+        )
 
 
 async def other_analysis(

@@ -31,7 +31,6 @@ __all__ = [
     "WaveRead",
     "fts5_match",
     "fts5_string",
-    "mysql_match",
     "mysql_wave",
     "pg_wave",
     "scope_lexeme",
@@ -228,7 +227,7 @@ def sqlite_wave(reads: Sequence[WaveRead], terms: int) -> TextClause:
     return text("\nUNION ALL\n".join(parts))
 
 
-# -- MySQL and MariaDB (InnoDB FULLTEXT) -------------------------------------------------
+# -- MySQL and MariaDB (an inverted index in a table) -------------------------------------
 
 _MYSQL_HOLDS = "LOCATE(:t{i}, CONCAT(' ', m.terms, ' '))"
 _MYSQL_READ = """(SELECT FLOOR(({idf})
@@ -237,29 +236,52 @@ _MYSQL_READ = """(SELECT FLOOR(({idf})
            + CAST(:b AS DOUBLE) * m.token_count / CAST(:avgdl AS DOUBLE)))
         * CAST(:scale AS DOUBLE) + 0.5) / CAST(:scale AS DOUBLE) AS score,
     m.timestamp AS timestamp, m.pk AS pk
-FROM sqlstore_memories AS m
-WHERE MATCH(m.search_tokens) AGAINST(:wanted_{r} IN BOOLEAN MODE)
-  AND m.app_name = :app_name AND m.user_id = :user_id{absent}
+FROM ({held}) AS c
+JOIN sqlstore_memories AS m ON m.pk = c.memory_pk
+WHERE m.app_name = :app_name AND m.user_id = :user_id{absent}
 ORDER BY score DESC, m.timestamp DESC, m.pk DESC
 LIMIT :limit)"""
+_MYSQL_POSTING = (
+    "sqlstore_memory_postings AS p{j}"
+    " ON p{j}.app_name = p0.app_name AND p{j}.user_id = p0.user_id"
+    " AND p{j}.memory_pk = p0.memory_pk AND p{j}.token = :h_{r}_{g}_{j}"
+)
 
 
-def mysql_wave(reads: Sequence[WaveRead], terms: int) -> TextClause:
+def _mysql_held(r: int, groups: Sequence[int]) -> str:
+    """SQL: the ``memory_pk`` of the user's memories holding every token of one of
+    read ``r``'s groups (``groups``: their sizes; tokens bound as ``:h_r_g_j``): one
+    range of the postings per group, each further token a primary-key lookup; the
+    one-token groups together in one ``IN`` (a memory holding several of them once:
+    ``DISTINCT``, and ``UNION`` between the parts)."""
+    owner = "p0.app_name = :app_name AND p0.user_id = :user_id"
+    singles = [g for g, size in enumerate(groups) if size == 1]
+    parts = []
+    if singles:
+        tokens = ", ".join(f":h_{r}_{g}_0" for g in singles)
+        parts.append(
+            f"SELECT DISTINCT p0.memory_pk FROM sqlstore_memory_postings AS p0"
+            f" WHERE {owner} AND p0.token IN ({tokens})"
+        )
+    for g, size in enumerate(groups):
+        if size > 1:
+            joins = "".join(f" JOIN {_MYSQL_POSTING.format(j=j, r=r, g=g)}" for j in range(1, size))
+            parts.append(
+                f"SELECT p0.memory_pk FROM sqlstore_memory_postings AS p0{joins}"
+                f" WHERE {owner} AND p0.token = :h_{r}_{g}_0"
+            )
+    return "\n  UNION ".join(parts)
+
+
+def mysql_wave(reads: Sequence[tuple[Sequence[int], WaveRead]], terms: int) -> TextClause:
     """One wave's reads on MySQL and MariaDB, for a query of ``terms`` terms; read
-    ``r`` binds ``:wanted_r``, a boolean-mode ``FULLTEXT`` query over the user's
-    hashed tokens (:func:`mysql_match`). Bound numbers are cast to ``DOUBLE``: the
-    driver writes a float as a decimal literal, which MySQL would otherwise add up
-    as ``DECIMAL``."""
+    ``r`` is given as (the sizes of its token groups, its absent terms), and binds
+    token ``j`` of its group ``g`` as ``:h_r_g_j`` (an index token, ``t~L``: migration
+    0009's postings). Bound numbers are cast to ``DOUBLE``: the driver writes a float
+    as a decimal literal, which MySQL would otherwise add up as ``DECIMAL``."""
     idf = _held_idf(_MYSQL_HOLDS, "CAST(:w{i} AS DOUBLE)", terms)
     parts = []
-    for r, absent in enumerate(reads):
+    for r, (groups, absent) in enumerate(reads):
         missing = "".join(f"\n  AND {_MYSQL_HOLDS.format(i=i)} = 0" for i in absent)
-        parts.append(_MYSQL_READ.format(r=r, idf=idf, absent=missing))
+        parts.append(_MYSQL_READ.format(idf=idf, held=_mysql_held(r, groups), absent=missing))
     return text("\nUNION ALL\n".join(parts))
-
-
-def mysql_match(groups: Sequence[Sequence[str]]) -> str:
-    """A boolean-mode ``FULLTEXT`` query for the rows holding every token of one of
-    ``groups`` (tokens of :func:`adk_sqlstore.search.text.mysql_token`: plain words,
-    never query syntax)."""
-    return " ".join("(" + " ".join(f"+{t}" for t in group) + ")" for group in groups)
