@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
 from adk_sqlstore import ConfigurationError, MemoryEntry, SqlMemoryService
 from adk_sqlstore.search.analysis import analyzer
@@ -506,3 +507,28 @@ def test_migrate_with_a_language_reindexes_for_it(tmp_path: Any) -> None:
     assert not (tmp_path / "never.db").exists()  # refused before anything was created
     out = cli("memory", "reindex", "--app", "no-such-app", "--url", url)
     assert "none of app 'no-such-app' needed it" in out
+
+
+@pytest.mark.mysql
+async def test_a_mysql_database_of_another_default_charset_indexes_every_script(
+    mysql_factory: Any,
+) -> None:
+    """A MySQL database created with ``latin1`` as its default character set (MariaDB's
+    default before 11.6): the store's tables are ``utf8mb4`` whatever it is, and so are
+    the terms its triggers split (found by a review: every non-ASCII term was stored as
+    '?' and nothing in Cyrillic, CJK or Korean was found)."""
+    from .conftest import _mysql_admin, run_sync
+
+    url = mysql_factory.create(migrate=False)
+    name = make_url(url).database
+    run_sync(
+        _mysql_admin(f"ALTER DATABASE `{name}` CHARACTER SET latin1 COLLATE latin1_swedish_ci")
+    )
+    said = "русский язык 中文 カタカナ 한국어 Þórr"
+    async with SqlMemoryService.from_url(url, auto_migrate=True) as memory:
+        await memory.add_memory(
+            app_name=APP, user_id="u", memories=[MemoryEntry(content={"parts": [{"text": said}]})]
+        )
+        for query in ("русский", "中文", "カタカナ", "한국어", "Þórr"):
+            found = await memory.search_memory(app_name=APP, user_id="u", query=query)
+            assert texts(found) == [said], query
