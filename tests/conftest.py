@@ -116,16 +116,27 @@ async def _admin(sql: str, admin_url: str = PG_ADMIN_URL) -> None:
         await conn.close()
 
 
-def _postgres_unavailable(exc: BaseException) -> None:
+def _unavailable(server: str, admin_url: str, exc: BaseException, start: str) -> None:
+    """Skip (under ``CI=true``, fail) a test that needs ``server`` at ``admin_url``,
+    saying how to ``start`` one."""
     message = (
-        f"PostgreSQL is not reachable at {make_url(PG_ADMIN_URL).render_as_string()}"
-        f" ({type(exc).__name__}: {exc}). Start one with `docker compose up -d postgres`"
-        " (then set ADK_SQLSTORE_TEST_POSTGRES_URL=postgresql://adk:adk@127.0.0.1:5432/adk)"
-        " or `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`."
+        f"{server} is not reachable at {make_url(admin_url).render_as_string()}"
+        f" ({type(exc).__name__}: {exc}). Start one with {start}."
     )
     if IN_CI:
         pytest.fail("CI=true and " + message)
     pytest.skip(message)
+
+
+def _postgres_unavailable(exc: BaseException) -> None:
+    _unavailable(
+        "PostgreSQL",
+        PG_ADMIN_URL,
+        exc,
+        "`docker compose up -d postgres`"
+        " (then set ADK_SQLSTORE_TEST_POSTGRES_URL=postgresql://adk:adk@127.0.0.1:5432/adk)"
+        " or `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`",
+    )
 
 
 @pytest.fixture(scope="session")
@@ -138,16 +149,23 @@ def postgres_server() -> str:
     return PG_ADMIN_URL
 
 
-class PostgresFactory:
-    """Creates throwaway databases on the test server and drops them at the end."""
+class _Factory:
+    """Creates throwaway databases on a test server and drops them at the end; each
+    server's factory says how to run its admin statements and quote a name."""
+
+    quote = '"'
+    drop_options = ""
 
     def __init__(self, admin_url: str) -> None:
         self.admin_url = admin_url
         self.created: list[str] = []
 
+    def admin(self, statement: str) -> None:
+        raise NotImplementedError
+
     def create(self, *, migrate: bool = True) -> str:
         name = f"adk_sqlstore_test_{uuid.uuid4().hex[:12]}"
-        run_sync(_admin(f'CREATE DATABASE "{name}"', self.admin_url))
+        self.admin(f"CREATE DATABASE {self.quote}{name}{self.quote}")
         self.created.append(name)
         url = make_url(self.admin_url).set(database=name).render_as_string(hide_password=False)
         if migrate:
@@ -156,7 +174,17 @@ class PostgresFactory:
 
     def drop_all(self) -> None:
         for name in self.created:
-            run_sync(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', self.admin_url))
+            quoted = f"{self.quote}{name}{self.quote}"
+            self.admin(f"DROP DATABASE IF EXISTS {quoted}{self.drop_options}")
+
+
+class PostgresFactory(_Factory):
+    """Throwaway databases on the PostgreSQL test server."""
+
+    drop_options = " WITH (FORCE)"
+
+    def admin(self, statement: str) -> None:
+        run_sync(_admin(statement, self.admin_url))
 
 
 async def _migrate(url: str) -> None:
@@ -277,18 +305,23 @@ def pgvector_url(pgvector_factory: PostgresFactory) -> str:
 # -- MySQL and MariaDB ----------------------------------------------------------------
 
 
-async def _mysql_admin(*statements: str, admin_url: str = MYSQL_ADMIN_URL) -> None:
+async def _mysql_connect(url: str) -> Any:
+    """An asyncmy connection to the database of ``url`` (none: the server's)."""
     import asyncmy
 
-    url = make_url(admin_url)
-    conn = await asyncmy.connect(
-        host=url.host or "127.0.0.1",
-        port=url.port or 3306,
-        user=url.username or "root",
-        password=url.password or "",
-        database=url.database or "",
+    parts = make_url(url)
+    return await asyncmy.connect(
+        host=parts.host or "127.0.0.1",
+        port=parts.port or 3306,
+        user=parts.username or "root",
+        password=parts.password or "",
+        database=parts.database or "",
         connect_timeout=5,
     )
+
+
+async def _mysql_admin(*statements: str, admin_url: str = MYSQL_ADMIN_URL) -> None:
+    conn = await _mysql_connect(admin_url)
     try:
         async with conn.cursor() as cursor:
             for statement in statements:
@@ -299,15 +332,14 @@ async def _mysql_admin(*statements: str, admin_url: str = MYSQL_ADMIN_URL) -> No
 
 
 def _mysql_unavailable(exc: BaseException) -> None:
-    message = (
-        f"MySQL/MariaDB is not reachable at {make_url(MYSQL_ADMIN_URL).render_as_string()}"
-        f" ({type(exc).__name__}: {exc}). Start one with `docker compose up -d mysql`"
+    _unavailable(
+        "MySQL/MariaDB",
+        MYSQL_ADMIN_URL,
+        exc,
+        "`docker compose up -d mysql`"
         " (then set ADK_SQLSTORE_TEST_MYSQL_URL=mysql://root:adk@127.0.0.1:3306/adk)"
-        " or `start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`."
+        " or `start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`",
     )
-    if IN_CI:
-        pytest.fail("CI=true and " + message)
-    pytest.skip(message)
 
 
 @pytest.fixture(scope="session")
@@ -320,25 +352,13 @@ def mysql_server() -> str:
     return MYSQL_ADMIN_URL
 
 
-class MysqlFactory:
-    """Creates throwaway MySQL databases on the test server and drops them at the end."""
+class MysqlFactory(_Factory):
+    """Throwaway databases on the MySQL test server."""
 
-    def __init__(self, admin_url: str) -> None:
-        self.admin_url = admin_url
-        self.created: list[str] = []
+    quote = "`"
 
-    def create(self, *, migrate: bool = True) -> str:
-        name = f"adk_sqlstore_test_{uuid.uuid4().hex[:12]}"
-        run_sync(_mysql_admin(f"CREATE DATABASE `{name}`", admin_url=self.admin_url))
-        self.created.append(name)
-        url = make_url(self.admin_url).set(database=name).render_as_string(hide_password=False)
-        if migrate:
-            run_sync(_migrate(url))
-        return url
-
-    def drop_all(self) -> None:
-        for name in self.created:
-            run_sync(_mysql_admin(f"DROP DATABASE IF EXISTS `{name}`", admin_url=self.admin_url))
+    def admin(self, statement: str) -> None:
+        run_sync(_mysql_admin(statement, admin_url=self.admin_url))
 
 
 @pytest.fixture(scope="session")
@@ -365,16 +385,7 @@ async def _mysql_empty(url: str) -> None:
     """Empty every table of the store (the MySQL-only postings included): ``DELETE``
     (fast on small tables), ``TRUNCATE`` where a soak test left many memories (deleting
     them one trigger call at a time took minutes)."""
-    import asyncmy
-
-    parts = make_url(url)
-    conn = await asyncmy.connect(
-        host=parts.host or "127.0.0.1",
-        port=parts.port or 3306,
-        user=parts.username or "root",
-        password=parts.password or "",
-        database=parts.database or "",
-    )
+    conn = await _mysql_connect(url)
     try:
         async with conn.cursor() as cursor:
             await cursor.execute("SET FOREIGN_KEY_CHECKS = 0")
