@@ -216,7 +216,12 @@ async def test_streams_in_and_out_give_back_the_same_bytes(
     deduplicated; past ``max_artifact_bytes`` nothing is kept."""
     pieces = [bytes([n % 251]) * (n * 99_991 % 700_001) for n in range(1, 12)]  # 3.7 MB
     whole = b"".join(pieces)
-    key = {"app_name": APP, "user_id": "u1", "session_id": "s", "filename": "video.mp4"}
+    key: dict[str, Any] = {
+        "app_name": APP,
+        "user_id": "u1",
+        "session_id": "s",
+        "filename": "video.mp4",
+    }
     assert await artifacts.save_artifact_stream(**key, stream=pieces, mime_type="video/mp4") == 0
     assert (
         await artifacts.save_artifact_stream(**key, stream=iter(pieces), mime_type="video/mp4") == 1
