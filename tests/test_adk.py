@@ -32,7 +32,7 @@ from google.adk.sessions.base_session_service import (
 from google.genai import types
 
 from adk_sqlstore import errors
-from adk_sqlstore.adk import SqlMemoryService, SqlSessionService
+from adk_sqlstore.adk import SqlArtifactService, SqlMemoryService, SqlSessionService
 from adk_sqlstore.urls import DATABASE_URL_ENV
 
 from . import adk_agents
@@ -377,6 +377,7 @@ async def test_adk_service_registry_builds_them_from_services_yaml(
 ) -> None:
     from google.adk.cli.service_registry import load_services_module
     from google.adk.cli.utils.service_factory import (
+        create_artifact_service_from_options,
         create_memory_service_from_options,
         create_session_service_from_options,
     )
@@ -389,7 +390,11 @@ async def test_adk_service_registry_builds_them_from_services_yaml(
     for n, uri in enumerate(["sqlstore+" + db_url, "sqlstore://"]):
         sessions = create_session_service_from_options(base_dir=agents, session_service_uri=uri)
         memory = create_memory_service_from_options(base_dir=agents, memory_service_uri=uri)
+        files = create_artifact_service_from_options(
+            base_dir=agents, artifact_service_uri=uri, strict_uri=True
+        )
         assert isinstance(sessions, SqlSessionService) and isinstance(memory, SqlMemoryService)
+        assert isinstance(files, SqlArtifactService)
         try:
             s = await sessions.create_session(app_name="app", user_id="u1")
             text = f"registry works {n}"
@@ -399,9 +404,15 @@ async def test_adk_service_registry_builds_them_from_services_yaml(
             await memory.add_session_to_memory(s)
             found = await memory.search_memory(app_name="app", user_id="u1", query="registry")
             assert len(found.memories) == n + 1  # both URIs reach the one database
+            part = types.Part(text=text)
+            saved = await files.save_artifact(
+                app_name="app", user_id="u1", filename="user:log.txt", artifact=part
+            )
+            assert saved == n
         finally:
             await sessions.close()
             await memory.close()
+            await files.close()
 
 
 # -- end to end with ADK's Runner ---------------------------------------------------------

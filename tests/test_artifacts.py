@@ -293,3 +293,56 @@ async def test_no_user_or_session_sees_anothers_artifacts(
                 assert (got.inline_data.data if got and got.inline_data else None) == (
                     want[-1] if want else None
                 )
+
+
+async def test_forget_user_and_prune_take_the_artifacts_with_them(db_url: str) -> None:
+    """forget_user deletes every artifact of the user with its bytes; prune deletes the
+    pruned sessions' artifacts (the bytes the user's own artifacts still hold stay);
+    other users' artifacts stay (issue 17: "forget_user and prune cover artifacts")."""
+    from adk_sqlstore.adk import SqlSessionService
+
+    async with SqlSessionService.from_url(db_url) as sessions:
+        files = SqlArtifactService(store=sessions.store)
+        old = await sessions.create_session(app_name=APP, user_id="u1")
+        kept = await sessions.create_session(app_name=APP, user_id="u2")
+        shared, alone = b"shared" * 1000, b"only in the old session"
+        for name, data in [("a.bin", shared), ("b.bin", alone)]:
+            await files.save_artifact(
+                app_name=APP, user_id="u1", session_id=old.id, filename=name, artifact=_blob(data)
+            )
+        await files.save_artifact(
+            app_name=APP, user_id="u1", session_id=old.id, filename="user:c", artifact=_blob(shared)
+        )
+        await files.save_artifact(
+            app_name=APP, user_id="u2", session_id=kept.id, filename="a.bin", artifact=_blob(shared)
+        )
+        report = await sessions.core.prune(older_than=0, app_name=APP, dry_run=True)
+        assert (report.sessions, report.artifact_versions) == (2, 3)  # the sessions' own
+        async with sessions.store.engine.begin() as conn:  # only the old session is old
+            await conn.execute(
+                text("UPDATE sqlstore_sessions SET update_time = 0 WHERE id = :s"), {"s": old.id}
+            )
+        report = await sessions.core.prune(older_than=3600, app_name=APP)
+        assert (report.sessions, report.artifact_versions) == (1, 2)
+        assert await files.list_artifact_keys(app_name=APP, user_id="u1", session_id=old.id) == [
+            "user:c"
+        ]
+        got = await files.load_artifact(app_name=APP, user_id="u1", filename="user:c")
+        assert got is not None and got.inline_data is not None and got.inline_data.data == shared
+        counts = await sessions.core.forget_user(app_name=APP, user_id="u1")
+        assert (counts["artifact_versions"], counts["artifact_contents"]) == (1, 1)
+        assert await files.list_artifact_keys(app_name=APP, user_id="u1") == []
+        async with sessions.store.engine.connect() as conn:
+            left = await conn.execute(
+                text(
+                    "SELECT user_id, count(*) FROM sqlstore_artifact_chunks WHERE app_name = :a"
+                    " GROUP BY user_id"
+                ),
+                {"a": APP},
+            )
+            assert {str(u): int(n) for u, n in left.all()} == {"u2": 1}
+        theirs = await files.load_artifact(
+            app_name=APP, user_id="u2", session_id=kept.id, filename="a.bin"
+        )
+        assert theirs is not None and theirs.inline_data is not None
+        assert theirs.inline_data.data == shared
