@@ -484,3 +484,26 @@ def test_two_runners_in_two_processes_one_turn_wins(db_url: str) -> None:
     session = run_sync(stored())
     texts = [e.content.parts[0].text for e in session.events]
     assert texts == [f"message from {winner}", f"reply from {winner}"]  # nothing interleaved
+
+
+def test_a_tool_saves_an_artifact_that_a_later_process_loads(db_url: str) -> None:
+    """Issue 17: through ADK's Runner, a tool saves a receipt (``ToolContext.
+    save_artifact``) into the store's database; a later turn of the session, in another
+    OS process, has a tool load it (``ToolContext.load_artifact``): the same bytes."""
+    session_id, delta = run_sync(adk_agents.order_with_receipt(db_url))
+    assert delta == {"receipt.pdf": 0}
+    ctx = multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    worker = ctx.Process(
+        target=adk_agents.receipt_later_in_process, args=(db_url, session_id, results)
+    )
+    worker.start()
+    seen = results.get(timeout=180)
+    worker.join(timeout=60)
+    assert worker.exitcode == 0
+    assert seen == {
+        "found": True,
+        "mime_type": "application/pdf",
+        "size": len(adk_agents.RECEIPT),
+        "same": True,
+    }
