@@ -392,3 +392,59 @@ def test_a_200_mb_artifact_goes_in_and_out_in_little_memory(
         f" the baseline of {baseline / 2**20:.0f} MiB"
     )
     assert above < 64
+
+
+def test_the_command_line_lists_artifacts_and_writes_them_out(db_url: str, tmp_path: Any) -> None:
+    """``adk-sqlstore artifacts list`` shows a session's artifacts and the user's own
+    with their versions; ``artifacts get`` writes a version's bytes to a file (or a
+    text part's text), and says what is missing."""
+    from .conftest import run_sync
+    from .helpers import cli
+
+    data = bytes(range(256)) * 5000  # 1.2 MiB: two chunks
+
+    async def save() -> None:
+        async with SqlArtifactService.from_url(db_url) as files:
+            where: dict[str, Any] = {"app_name": APP, "user_id": "u1", "session_id": "s1"}
+            await files.save_artifact(
+                **where, filename="scan.png", artifact=_blob(b"v0", "image/png")
+            )
+            await files.save_artifact(
+                **where, filename="scan.png", artifact=_blob(data, "image/png")
+            )
+            await files.save_artifact(
+                **where, filename="user:notes", artifact=types.Part(text="hé")
+            )
+
+    run_sync(save())
+    listed = cli(
+        "artifacts", "list", "--app", APP, "--user", "u1", "--session", "s1", "--url", db_url
+    )
+    assert "scan.png" in listed and "0, 1" in listed and "image/png" in listed
+    assert "1,280,000" in listed and "user:notes" in listed and "2 artifact(s)" in listed
+    own = cli("artifacts", "list", "--app", APP, "--user", "u1", "--url", db_url)
+    assert "user:notes" in own and "scan.png" not in own
+    out = tmp_path / "scan.png"
+    where = ["--app", APP, "--user", "u1", "--url", db_url]
+    cli("artifacts", "get", "scan.png", "--session", "s1", "--out", str(out), *where)
+    assert out.read_bytes() == data
+    cli(
+        "artifacts",
+        "get",
+        "scan.png",
+        "--session",
+        "s1",
+        "--version",
+        "0",
+        "--out",
+        str(out),
+        *where,
+    )
+    assert out.read_bytes() == b"v0"
+    notes = tmp_path / "notes.txt"
+    cli("artifacts", "get", "user:notes", "--out", str(notes), *where)
+    assert notes.read_text(encoding="utf-8") == "hé"
+    missing = cli(
+        "artifacts", "get", "nope", "--session", "s1", "--out", str(tmp_path / "x"), *where, code=1
+    )
+    assert "no artifact 'nope'" in missing and not (tmp_path / "x").exists()
