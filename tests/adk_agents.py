@@ -217,3 +217,82 @@ def race_turn(url: str, session_id: str, name: str, barrier: Any, results: Any) 
             return "ok"
 
     results.put((name, asyncio.run(run())))
+
+
+# -- artifacts: a tool saves a receipt; a later process's tool reads it ----------------------
+
+RECEIPT = b"%PDF-1.7\n" + bytes(range(256)) * 64 + b"\n%%EOF"
+
+
+async def save_receipt(order: str, tool_context: ToolContext) -> dict[str, Any]:
+    """Called by the model once an order is placed: keeps the receipt as an artifact."""
+    receipt = types.Part(inline_data=types.Blob(mime_type="application/pdf", data=RECEIPT))
+    version = await tool_context.save_artifact(
+        "receipt.pdf", receipt, custom_metadata={"order": order}
+    )
+    return {"status": "saved", "version": version}
+
+
+async def read_receipt(tool_context: ToolContext) -> dict[str, Any]:
+    """What the receipt of the session's order holds."""
+    part = await tool_context.load_artifact("receipt.pdf")
+    if part is None or part.inline_data is None or part.inline_data.data is None:
+        return {"found": False}
+    data = part.inline_data.data
+    return {
+        "found": True,
+        "mime_type": part.inline_data.mime_type,
+        "size": len(data),
+        "same": data == RECEIPT,
+    }
+
+
+def _artifact_runner(sessions: SqlSessionService, script: list[Step], tools: list[Any]) -> Runner:
+    from adk_sqlstore.adk import SqlArtifactService
+
+    return Runner(
+        app_name=APP,
+        session_service=sessions,
+        artifact_service=SqlArtifactService(store=sessions.store),
+        agent=agent(script, tools),
+    )
+
+
+async def order_with_receipt(url: str) -> tuple[str, dict[str, int]]:
+    """A turn whose tool saves the receipt; the session id and the artifact delta the
+    stored events carry."""
+    async with SqlSessionService(url) as sessions:
+        runner = _artifact_runner(
+            sessions,
+            [call("save_receipt", order="thali"), say("Ordered; your receipt is saved.")],
+            [save_receipt],
+        )
+        session = await sessions.create_session(app_name=APP, user_id=USER)
+        await run_turn(runner, session.id, "One thali, please.")
+        stored = await sessions.get_session(app_name=APP, user_id=USER, session_id=session.id)
+        assert stored is not None
+        delta: dict[str, int] = {}
+        for event in stored.events:
+            delta.update(event.actions.artifact_delta or {})
+        return session.id, delta
+
+
+async def receipt_later(url: str, session_id: str) -> dict[str, Any]:
+    """A later turn of the same session whose tool reads the receipt."""
+    async with SqlSessionService(url) as sessions:
+        runner = _artifact_runner(
+            sessions, [call("read_receipt"), say("Here is your receipt.")], [read_receipt]
+        )
+        await run_turn(runner, session_id, "Show me my receipt.")
+        stored = await sessions.get_session(app_name=APP, user_id=USER, session_id=session_id)
+        assert stored is not None
+        for event in stored.events:
+            for part in (event.content.parts if event.content else None) or []:
+                if part.function_response and part.function_response.name == "read_receipt":
+                    return dict(part.function_response.response or {})
+        return {}
+
+
+def receipt_later_in_process(url: str, session_id: str, results: Any) -> None:
+    """Entry point of the worker process."""
+    results.put(asyncio.run(receipt_later(url, session_id)))

@@ -32,7 +32,7 @@ from google.adk.sessions.base_session_service import (
 from google.genai import types
 
 from adk_sqlstore import errors
-from adk_sqlstore.adk import SqlMemoryService, SqlSessionService
+from adk_sqlstore.adk import SqlArtifactService, SqlMemoryService, SqlSessionService
 from adk_sqlstore.urls import DATABASE_URL_ENV
 
 from . import adk_agents
@@ -377,6 +377,7 @@ async def test_adk_service_registry_builds_them_from_services_yaml(
 ) -> None:
     from google.adk.cli.service_registry import load_services_module
     from google.adk.cli.utils.service_factory import (
+        create_artifact_service_from_options,
         create_memory_service_from_options,
         create_session_service_from_options,
     )
@@ -389,7 +390,11 @@ async def test_adk_service_registry_builds_them_from_services_yaml(
     for n, uri in enumerate(["sqlstore+" + db_url, "sqlstore://"]):
         sessions = create_session_service_from_options(base_dir=agents, session_service_uri=uri)
         memory = create_memory_service_from_options(base_dir=agents, memory_service_uri=uri)
+        files = create_artifact_service_from_options(
+            base_dir=agents, artifact_service_uri=uri, strict_uri=True
+        )
         assert isinstance(sessions, SqlSessionService) and isinstance(memory, SqlMemoryService)
+        assert isinstance(files, SqlArtifactService)
         try:
             s = await sessions.create_session(app_name="app", user_id="u1")
             text = f"registry works {n}"
@@ -399,9 +404,15 @@ async def test_adk_service_registry_builds_them_from_services_yaml(
             await memory.add_session_to_memory(s)
             found = await memory.search_memory(app_name="app", user_id="u1", query="registry")
             assert len(found.memories) == n + 1  # both URIs reach the one database
+            part = types.Part(text=text)
+            saved = await files.save_artifact(
+                app_name="app", user_id="u1", filename="user:log.txt", artifact=part
+            )
+            assert saved == n
         finally:
             await sessions.close()
             await memory.close()
+            await files.close()
 
 
 # -- end to end with ADK's Runner ---------------------------------------------------------
@@ -473,3 +484,26 @@ def test_two_runners_in_two_processes_one_turn_wins(db_url: str) -> None:
     session = run_sync(stored())
     texts = [e.content.parts[0].text for e in session.events]
     assert texts == [f"message from {winner}", f"reply from {winner}"]  # nothing interleaved
+
+
+def test_a_tool_saves_an_artifact_that_a_later_process_loads(db_url: str) -> None:
+    """Issue 17: through ADK's Runner, a tool saves a receipt (``ToolContext.
+    save_artifact``) into the store's database; a later turn of the session, in another
+    OS process, has a tool load it (``ToolContext.load_artifact``): the same bytes."""
+    session_id, delta = run_sync(adk_agents.order_with_receipt(db_url))
+    assert delta == {"receipt.pdf": 0}
+    ctx = multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    worker = ctx.Process(
+        target=adk_agents.receipt_later_in_process, args=(db_url, session_id, results)
+    )
+    worker.start()
+    seen = results.get(timeout=180)
+    worker.join(timeout=60)
+    assert worker.exitcode == 0
+    assert seen == {
+        "found": True,
+        "mime_type": "application/pdf",
+        "size": len(adk_agents.RECEIPT),
+        "same": True,
+    }

@@ -209,6 +209,7 @@ async def _statistics(memory: SqlMemoryService, app: str) -> tuple[int, int, Any
     return int(stored), len(found.memories), counted
 
 
+@SOAK
 async def test_forget_user_racing_a_memory_write_leaves_all_of_it_or_none(db_url: str) -> None:
     """A user forgotten while ``add_memory`` of 300 facts runs, started a little later
     each round: afterwards either nothing of the user is left, or the 300 memories all

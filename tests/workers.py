@@ -192,3 +192,60 @@ def contended_writer(url: str, name: str, count: int, results: Any) -> None:
         results.put((name, asyncio.run(run())))
     except Exception as exc:
         results.put((name, f"{type(exc).__name__}: {exc}"))
+
+
+def _anonymous_rss() -> int:
+    """This process's anonymous resident memory (heap, not mapped files), in bytes."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no RssAnon in /proc/self/status")
+
+
+def artifact_round_trip(url: str, source: str, target: str, results: Any) -> None:
+    """Stream the file ``source`` into an artifact and back out into ``target``,
+    sampling anonymous memory every 2 ms: puts (baseline, peak, seconds in, seconds
+    out) in bytes and seconds. The baseline is taken once everything is imported and
+    the service has made its connections."""
+    import threading
+    import time
+
+    from adk_sqlstore.adk import SqlArtifactService
+
+    async def run(src: Any, out: Any) -> tuple[int, int, float, float]:
+        async with SqlArtifactService.from_url(url) as service:
+            where: dict[str, Any] = {"app_name": "big", "user_id": "u1", "session_id": "s1"}
+            await service.save_artifact_stream(
+                **where, filename="warm-up", stream=[b"x" * 1000], mime_type="text/plain"
+            )
+            _ = [c async for c in service.read_artifact(**where, filename="warm-up")]
+            baseline, peak, done = _anonymous_rss(), [0], threading.Event()
+
+            def sample() -> None:
+                while not done.is_set():
+                    peak[0] = max(peak[0], _anonymous_rss())
+                    time.sleep(0.002)
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            try:
+                start = time.perf_counter()
+                await service.save_artifact_stream(
+                    **where,
+                    filename="video.bin",
+                    stream=iter(lambda: src.read(1 << 20), b""),
+                    mime_type="application/octet-stream",
+                )
+                saved = time.perf_counter() - start
+                start = time.perf_counter()
+                async for chunk in service.read_artifact(**where, filename="video.bin"):
+                    out.write(chunk)
+                loaded = time.perf_counter() - start
+            finally:
+                done.set()
+                sampler.join()
+            return baseline, max(peak[0], _anonymous_rss()), saved, loaded
+
+    with open(source, "rb") as src, open(target, "wb") as out:
+        results.put(asyncio.run(run(src, out)))

@@ -17,6 +17,7 @@ __all__ = [
     "DatabaseUnavailableError",
     "EmbeddingError",
     "InvalidArgumentError",
+    "InvalidArtifactError",
     "InvalidEventError",
     "InvalidIdentifierError",
     "InvalidMemoryError",
@@ -97,6 +98,11 @@ class InvalidMemoryError(AdkSqlStoreError, ValueError):
     """A memory or event given to the memory service cannot be stored: not a
     ``MemoryEntry``/event (nor a dict of one), or a timestamp that is not ISO 8601.
     Nothing of the call is written."""
+
+
+class InvalidArtifactError(AdkSqlStoreError, ValueError):
+    """An artifact cannot be stored (over ``max_artifact_bytes``, or a part of a kind
+    artifacts do not hold), or a version was deleted while it was read."""
 
 
 class MigrationError(AdkSqlStoreError, RuntimeError):

@@ -50,6 +50,9 @@ __all__ = [
     "MYSQL_TEXT",
     "SEARCH_OBJECTS",
     "app_state",
+    "artifact_chunks",
+    "artifact_contents",
+    "artifacts",
     "events",
     "include_object",
     "key",
@@ -287,6 +290,53 @@ memory_ingestions = Table(
     Column("event_count", BigInteger, nullable=False),
     Column("ingest_time", Double, nullable=False),
     PrimaryKeyConstraint("app_name", "user_id", "session_id"),
+)
+
+# -- artifacts ------------------------------------------------------------------------
+
+# One row per version of an artifact (ADK's artifact service): session_id is "" for the
+# user's own artifacts ("user:" filenames); the part as JSON without its bytes, which
+# are in artifact_contents (once per user and SHA-256) and artifact_chunks.
+artifacts = Table(
+    "sqlstore_artifacts",
+    metadata,
+    Column("app_name", IDENTIFIER, nullable=False),
+    Column("user_id", IDENTIFIER, nullable=False),
+    Column("session_id", IDENTIFIER, nullable=False),
+    Column("filename", key(1024), nullable=False),
+    Column("version", BigInteger, nullable=False),
+    Column("mime_type", _TEXT, nullable=True),
+    Column("custom_metadata", _TEXT, nullable=False),
+    Column("create_time", Double, nullable=False),
+    Column("part", _TEXT, nullable=False),
+    Column("content_sha256", key(64), nullable=True),
+    Column("size", BigInteger, nullable=True),
+    PrimaryKeyConstraint("app_name", "user_id", "session_id", "filename", "version"),
+    Index(None, "app_name", "user_id", "content_sha256"),
+)
+
+artifact_contents = Table(
+    "sqlstore_artifact_contents",
+    metadata,
+    Column("app_name", IDENTIFIER, nullable=False),
+    Column("user_id", IDENTIFIER, nullable=False),
+    Column("sha256", key(64), nullable=False),
+    Column("size", BigInteger, nullable=False),
+    Column("chunk_count", Integer, nullable=False),
+    PrimaryKeyConstraint("app_name", "user_id", "sha256"),
+)
+
+# The bytes of a content, in order (seq from 0), at most ARTIFACT_CHUNK_BYTES each; a
+# content being streamed in is written under a "pending-..." key first.
+artifact_chunks = Table(
+    "sqlstore_artifact_chunks",
+    metadata,
+    Column("app_name", IDENTIFIER, nullable=False),
+    Column("user_id", IDENTIFIER, nullable=False),
+    Column("sha256", key(64), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("data", LargeBinary().with_variant(mysql.LONGBLOB(), "mysql"), nullable=False),
+    PrimaryKeyConstraint("app_name", "user_id", "sha256", "seq"),
 )
 
 SEARCH_OBJECTS: dict[str, dict[str, set[Any]]] = {

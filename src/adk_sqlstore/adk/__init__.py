@@ -18,7 +18,8 @@ errors (``google.adk.errors.AlreadyExistsError``, ``SessionNotFoundError``,
 (:class:`adk_sqlstore.SqlSessionService`, :class:`adk_sqlstore.SqlMemoryService`), run
 with ADK's models (:mod:`.models`); this package only adapts types and errors.
 
-- :mod:`.sessions`, :mod:`.memory`: the two services;
+- :mod:`.sessions`, :mod:`.memory`, :mod:`.artifacts`: the services (the artifact
+  service subclasses ``google.adk.artifacts.BaseArtifactService``);
 - :mod:`.models`: ADK's types as the core services' session models;
 - :mod:`.uri`: the store behind an ADK service URI;
 - :mod:`.database_import`: copying ADK's own session databases in.
@@ -33,8 +34,14 @@ database URLs work too (every spelling of :mod:`adk_sqlstore.urls`). Each class 
 where its data lives when it is created (the absolute path of an SQLite file).
 """
 
+from .artifacts import SqlArtifactService
 from .memory import SqlMemoryService
 from .models import PagedListSessionsResponse
 from .sessions import SqlSessionService
 
-__all__ = ["PagedListSessionsResponse", "SqlMemoryService", "SqlSessionService"]
+__all__ = [
+    "PagedListSessionsResponse",
+    "SqlArtifactService",
+    "SqlMemoryService",
+    "SqlSessionService",
+]

@@ -4,8 +4,14 @@ extra to install when google-adk is missing."""
 from __future__ import annotations
 
 try:
+    from google.adk.artifacts import BaseArtifactService, artifact_util
+    from google.adk.artifacts.base_artifact_service import ArtifactVersion as AdkArtifactVersion
+    from google.adk.artifacts.base_artifact_service import ensure_part
     from google.adk.errors import StaleSessionError as AdkStaleSessionError
     from google.adk.errors.already_exists_error import AlreadyExistsError as AdkAlreadyExistsError
+    from google.adk.errors.input_validation_error import (
+        InputValidationError as AdkInputValidationError,
+    )
     from google.adk.errors.session_not_found_error import (
         SessionNotFoundError as AdkSessionNotFoundError,
     )
@@ -27,15 +33,20 @@ except ImportError as exc:  # pragma: no cover - exercised in a process without 
 
 __all__ = [
     "AdkAlreadyExistsError",
+    "AdkArtifactVersion",
     "AdkEvent",
     "AdkGetSessionConfig",
+    "AdkInputValidationError",
     "AdkListSessionsResponse",
     "AdkMemoryEntry",
     "AdkSearchResponse",
     "AdkSession",
     "AdkSessionNotFoundError",
     "AdkStaleSessionError",
+    "BaseArtifactService",
     "BaseMemoryService",
     "BaseSessionService",
+    "artifact_util",
+    "ensure_part",
     "genai_types",
 ]

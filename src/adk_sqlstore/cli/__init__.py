@@ -7,18 +7,25 @@ never printed.
 - :mod:`.common`: the Typer apps, consoles, options, errors and exit codes;
 - :mod:`.sessions`: ``sessions list``, ``sessions show``, ``import``, ``export``;
 - :mod:`.memory`: ``memory search``, ``memory ingest-idle``;
+- :mod:`.artifacts`: ``artifacts list``, ``artifacts get``;
 - :mod:`.admin`: ``migrate``, ``prune``, ``forget-user``, ``services-yaml``, ``demo``;
 - :mod:`.import_adk`: ``import-adk``.
 """
 
 from __future__ import annotations
 
-from . import admin, import_adk, memory, sessions
+from . import admin, artifacts, import_adk, memory, sessions
 from .common import app, make_console
 
 __all__ = ["app", "main", "make_console"]
 
-_COMMANDS = (admin, import_adk, memory, sessions)  # imported for the commands they add to app
+_COMMANDS = (
+    admin,
+    artifacts,
+    import_adk,
+    memory,
+    sessions,
+)  # imported for the commands they add to app
 
 
 def main() -> None:

@@ -110,6 +110,7 @@ def _counts(report: PruneReport) -> str:
         f"{report.sessions} session(s)",
         f"{report.events} event(s)",
         f"{report.session_state_keys} session state key(s)",
+        f"{report.artifact_versions} artifact version(s)",
     ]
     if report.with_memories:
         parts.append(f"{report.memories} memories")
@@ -147,8 +148,9 @@ def prune(
 ) -> None:
     """Delete old sessions with their events (a retention policy; suits cron).
 
-    Sessions not updated for AGE go, with their events and session state, in batches
-    of whole sessions. User and app state stay; so do memories unless --memories.
+    Sessions not updated for AGE go, with their events, session state and artifacts,
+    in batches of whole sessions. User and app state and the user's own artifacts
+    (user:...) stay; so do memories unless --memories.
     """
     age, url = _age(older_than), database(url)
 

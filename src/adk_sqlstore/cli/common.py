@@ -25,6 +25,7 @@ __all__ = [
     "AppOption",
     "UrlOption",
     "app",
+    "artifacts_app",
     "consoles",
     "database",
     "error",
@@ -49,6 +50,10 @@ sessions_app = typer.Typer(help="Inspect stored sessions.", no_args_is_help=True
 app.add_typer(sessions_app, name="sessions")
 memory_app = typer.Typer(help="Search and ingest long-term memory.", no_args_is_help=True)
 app.add_typer(memory_app, name="memory")
+artifacts_app = typer.Typer(
+    help="List and fetch artifacts (the files agents saved).", no_args_is_help=True
+)
+app.add_typer(artifacts_app, name="artifacts")
 
 
 @app.callback()

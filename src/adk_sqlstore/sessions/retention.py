@@ -27,6 +27,8 @@ class PruneReport:
         cutoff: sessions last updated before this time were pruned (seconds since the
             epoch, UTC).
         sessions, events, session_state_keys, memory_ingestions: rows deleted.
+        artifact_versions: versions of the sessions' artifacts deleted (their bytes
+            go with the last version of the user's that holds them).
         memories: memories deleted (always 0 without ``with_memories``).
     """
 
@@ -37,6 +39,7 @@ class PruneReport:
     events: int = 0
     session_state_keys: int = 0
     memory_ingestions: int = 0
+    artifact_versions: int = 0
     memories: int = 0
 
     def add(self, counts: Mapping[str, int]) -> None:

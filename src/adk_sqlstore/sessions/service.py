@@ -360,19 +360,20 @@ class SqlSessionService(OnStore, Generic[SessionT, EventT, ListT]):
 
         From the design notes (000): "Deletion has to reach every copy: the user: map,
         every stored session, the memory index and any extracted facts." Removes the
-        user's sessions, events, session and user state, and memories with their index
-        entries; app state and other users' rows stay. Then the copies the database
-        keeps are purged (:func:`adk_sqlstore.sql.maintenance.purge_deleted_text`):
-        SQLite's index is merged, freed pages zeroed and write-ahead log emptied
-        (beside a reader of an older snapshot: after that read, at the next write or
-        close, with a warning); PostgreSQL's statistics are refreshed so ``pg_stats``
-        holds nothing of the user (a table left empty keeps its old ones unless the
-        role is a superuser: a warning names it). Deleted rows stay in PostgreSQL's
-        table files until (auto)VACUUM.
+        user's sessions, events, session and user state, memories with their index
+        entries, and artifacts with their bytes; app state and other users' rows stay.
+        Then the copies the database keeps are purged
+        (:func:`adk_sqlstore.sql.maintenance.purge_deleted_text`): SQLite's index is
+        merged, freed pages zeroed and write-ahead log emptied (beside a reader of an
+        older snapshot: after that read, at the next write or close, with a warning);
+        PostgreSQL's statistics are refreshed so ``pg_stats`` holds nothing of the user
+        (a table left empty keeps its old ones unless the role is a superuser: a warning
+        names it). Deleted rows stay in PostgreSQL's table files until (auto)VACUUM.
 
         Returns:
             Rows deleted by kind: ``sessions``, ``events``, ``session_state_keys``,
-            ``user_state_keys``, ``memories``, ``memory_ingestions``, ``memory_stats``.
+            ``user_state_keys``, ``memories``, ``memory_ingestions``, ``memory_stats``,
+            ``artifact_versions``, ``artifact_chunks``, ``artifact_contents``.
         """
         return await forget_user(self._store, app_name=app_name, user_id=user_id)
 

@@ -1,4 +1,5 @@
-"""Statements that delete in bulk: pruning sessions by age, forgetting a user."""
+"""Statements that delete in bulk: pruning sessions by age (with their artifacts),
+forgetting a user (with every artifact of the user's)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from sqlalchemy import ColumnElement, and_, delete, func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..schema import (
+    artifact_chunks,
+    artifact_contents,
+    artifacts,
     events,
     memories,
     memory_ingestions,
@@ -16,6 +20,7 @@ from ..schema import (
     sessions,
     user_state,
 )
+from .artifacts import collect_contents
 
 __all__ = ["forget_user", "prune_batch", "prune_counts"]
 
@@ -35,6 +40,7 @@ def _pruned_tables(with_memories: bool) -> list[tuple[str, Any]]:
         ("events", events),
         ("session_state_keys", session_state),
         ("memory_ingestions", memory_ingestions),
+        ("artifact_versions", artifacts),
     ]
     if with_memories:
         tables.append(("memories", memories))
@@ -71,11 +77,12 @@ async def prune_batch(
     conn: AsyncConnection, *, cutoff: float, app_name: str | None, with_memories: bool, limit: int
 ) -> dict[str, int]:
     """Delete up to ``limit`` sessions last updated before ``cutoff`` (oldest first),
-    with their events, session state and ingestion records, and with ``with_memories``
-    their memories; returns rows deleted by kind. The sessions are locked while read
-    (PostgreSQL: FOR UPDATE; SQLite: the caller's write transaction), so a session
-    appended to meanwhile is either kept or its append fails; user and app state are
-    never touched."""
+    with their events, session state, ingestion records and artifacts (their bytes
+    when no other version of the user's holds them), and with ``with_memories`` their
+    memories; returns rows deleted by kind. The sessions are locked while read
+    (PostgreSQL, MySQL: FOR UPDATE; SQLite: the caller's write transaction), so a
+    session appended to meanwhile is either kept or its append fails; user and app
+    state, and the user's own artifacts, are never touched."""
     stmt = (
         select(sessions.c.app_name, sessions.c.user_id, sessions.c.id)
         .where(*_stale(cutoff, app_name))
@@ -87,6 +94,12 @@ async def prune_batch(
     counts = {"sessions": 0, **{name: 0 for name, _ in _pruned_tables(with_memories)}}
     for start in range(0, len(keys), _KEYS_PER_STATEMENT):
         chunk = keys[start : start + _KEYS_PER_STATEMENT]
+        held = select(artifacts.c.app_name, artifacts.c.user_id, artifacts.c.content_sha256)
+        held = held.where(
+            tuple_(artifacts.c.app_name, artifacts.c.user_id, artifacts.c.session_id).in_(chunk),
+            artifacts.c.content_sha256.is_not(None),
+        )
+        contents = {tuple(row) for row in (await conn.execute(held.distinct())).all()}
         for name, table in _pruned_tables(with_memories):
             key = tuple_(table.c.app_name, table.c.user_id, table.c.session_id)
             result = await conn.execute(delete(table).where(key.in_(chunk)))
@@ -94,6 +107,8 @@ async def prune_batch(
         key = tuple_(sessions.c.app_name, sessions.c.user_id, sessions.c.id)
         result = await conn.execute(delete(sessions).where(key.in_(chunk)))
         counts["sessions"] += int(result.rowcount)
+        for app, user, sha in sorted(contents):
+            await collect_contents(conn, app, user, [sha])
     return counts
 
 
@@ -108,6 +123,9 @@ async def forget_user(conn: AsyncConnection, *, app_name: str, user_id: str) -> 
         ("memories", memories),
         ("memory_ingestions", memory_ingestions),
         ("memory_stats", memory_stats),
+        ("artifact_versions", artifacts),
+        ("artifact_chunks", artifact_chunks),
+        ("artifact_contents", artifact_contents),
     ]:
         result = await conn.execute(
             delete(table).where(table.c.app_name == app_name, table.c.user_id == user_id)

@@ -1,0 +1,433 @@
+"""Artifacts in the store's database: versions and bytes, whatever the part's model.
+
+:class:`ArtifactStorage` stores a part (as JSON, without its bytes) and its bytes (in
+1 MiB chunks, once per user and SHA-256), and reads them back, a few chunks at a time
+when streaming. The ADK class (:class:`adk_sqlstore.adk.SqlArtifactService`) turns
+``google.genai`` parts into these and back; the command line reads them directly.
+
+Scopes follow ADK's artifact services: a filename starting with ``user:`` belongs to
+the user (every session of the user sees it; it is stored with ``session_id`` ``""``),
+any other to one session, which must be given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+import uuid
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+
+from ..errors import InvalidArgumentError, InvalidArtifactError
+from ..sql import artifacts as sql
+from ..sql.artifacts import CHUNK_BYTES, PENDING_PREFIX, ArtifactKey, ArtifactRow
+from ..store import Store, finish_before_cancel
+from ..validation import MAX_STATE_KEY_BYTES, check_count, check_identifier, check_json_value
+
+__all__ = [
+    "DEFAULT_MAX_ARTIFACT_BYTES",
+    "ArtifactStorage",
+    "StoredArtifact",
+    "artifact_key",
+    "canonical_uri",
+]
+
+DEFAULT_MAX_ARTIFACT_BYTES = 1 << 30
+"""Largest artifact accepted by default (1 GiB of bytes); ``max_artifact_bytes`` of the
+service changes it."""
+_CHUNKS_PER_STATEMENT = 4  # 4 MiB a statement: MySQL's default packet is 16 MiB
+_SAVE_ATTEMPTS = 5  # a save that lost its version number to another save tries again
+
+
+def artifact_key(app_name: str, user_id: str, filename: str, session_id: str | None) -> ArtifactKey:
+    """Where an artifact's versions are, its arguments checked.
+
+    Raises:
+        InvalidIdentifierError: ``app_name``, ``user_id`` or ``session_id`` is not an
+            identifier.
+        InvalidArgumentError: ``filename`` is not a name, or a session-scoped one comes
+            without ``session_id``.
+    """
+    check_identifier("app_name", app_name)
+    check_identifier("user_id", user_id)
+    if not isinstance(filename, str) or not filename or "\x00" in filename:
+        raise InvalidArgumentError(
+            f"filename must be a non-empty str without NUL: {filename!r:.80}"
+        )
+    try:
+        size = len(filename.encode())
+    except UnicodeEncodeError:
+        raise InvalidArgumentError("filename contains a lone surrogate") from None
+    if size > MAX_STATE_KEY_BYTES:
+        raise InvalidArgumentError(
+            f"filename is {size:,} bytes long; the limit is {MAX_STATE_KEY_BYTES:,} UTF-8 bytes"
+        )
+    if filename.startswith("user:"):
+        return ArtifactKey(app_name, user_id, "", filename)
+    if session_id is None:
+        raise InvalidArgumentError(
+            f"artifact {filename!r} belongs to a session: give session_id (or name it"
+            " user:... to share it with every session of the user)"
+        )
+    check_identifier("session_id", session_id)
+    return ArtifactKey(app_name, user_id, session_id, filename)
+
+
+def canonical_uri(key: ArtifactKey, version: int) -> str:
+    """The version's address, as ADK's services write theirs (``sqlstore://``)."""
+    session = f"/sessions/{key.session_id}" if key.session_id else ""
+    return (
+        f"sqlstore://apps/{key.app_name}/users/{key.user_id}{session}"
+        f"/artifacts/{key.filename}/versions/{version}"
+    )
+
+
+@dataclass(frozen=True)
+class StoredArtifact:
+    """One version as stored: its number, MIME type, custom metadata, creation time
+    (seconds since the epoch, UTC), the part as JSON without its bytes, and the size and
+    SHA-256 of its bytes (``None`` for a part without bytes)."""
+
+    version: int
+    mime_type: str | None
+    custom_metadata: dict[str, Any]
+    create_time: float
+    part: dict[str, Any]
+    size: int | None
+    sha256: str | None
+
+    @classmethod
+    def of(cls, row: ArtifactRow) -> StoredArtifact:
+        return cls(
+            row.version,
+            row.mime_type,
+            json.loads(row.custom_metadata),
+            row.create_time,
+            json.loads(row.part),
+            row.size,
+            row.content_sha256,
+        )
+
+
+def _metadata_json(custom_metadata: Mapping[str, Any] | None) -> str:
+    if custom_metadata is not None and not isinstance(custom_metadata, Mapping):
+        raise InvalidArgumentError(
+            f"custom_metadata must be a dict, not {type(custom_metadata).__name__}"
+        )
+    metadata = dict(custom_metadata or {})
+    check_json_value("custom_metadata", metadata, "artifact field")
+    return json.dumps(metadata, ensure_ascii=False, allow_nan=False)
+
+
+def _batches(data: memoryview) -> Iterable[list[tuple[int, bytes]]]:
+    """``data`` as (seq, chunk) batches of a statement each, copied a batch at a time."""
+    step = CHUNK_BYTES * _CHUNKS_PER_STATEMENT
+    for start in range(0, len(data), step):
+        batch = data[start : start + step]
+        first = start // CHUNK_BYTES
+        yield [
+            (first + n, bytes(batch[offset : offset + CHUNK_BYTES]))
+            for n, offset in enumerate(range(0, len(batch), CHUNK_BYTES))
+        ]
+
+
+async def _as_chunks(source: AsyncIterable[bytes] | Iterable[bytes]) -> AsyncIterator[bytes]:
+    """The bytes of ``source`` in chunks of exactly CHUNK_BYTES (the last shorter)."""
+    pending = bytearray()
+
+    async def items() -> AsyncIterator[bytes]:
+        if isinstance(source, AsyncIterable):
+            async for item in source:
+                yield item
+        else:
+            for item in source:
+                yield item
+
+    async for item in items():
+        if not isinstance(item, bytes | bytearray | memoryview):
+            raise InvalidArgumentError(
+                f"an artifact stream yields bytes, not {type(item).__name__}"
+            )
+        pending += item
+        while len(pending) >= CHUNK_BYTES:
+            yield bytes(pending[:CHUNK_BYTES])
+            del pending[:CHUNK_BYTES]
+    if pending:
+        yield bytes(pending)
+
+
+class ArtifactStorage:
+    """Artifact versions and their bytes on a :class:`~adk_sqlstore.store.Store`.
+
+    Args:
+        store: the database.
+        max_artifact_bytes: the most bytes one version may hold.
+    """
+
+    def __init__(self, store: Store, *, max_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES):
+        self.store = store
+        self.max_bytes = check_count("max_artifact_bytes", max_artifact_bytes, least=0)
+
+    # -- writing --------------------------------------------------------------------------
+
+    async def save(
+        self,
+        key: ArtifactKey,
+        *,
+        part: Mapping[str, Any],
+        data: bytes | memoryview | None,
+        mime_type: str | None,
+        custom_metadata: Mapping[str, Any] | None,
+    ) -> int:
+        """Store a new version: ``part`` (JSON-able, without its bytes) and ``data``, its
+        bytes if it has any; the version number (0 for the first, then one more each).
+
+        Raises:
+            InvalidArtifactError: ``data`` is over ``max_artifact_bytes``.
+            InvalidArgumentError, InvalidStateError: the part or metadata is not JSON.
+        """
+        metadata = _metadata_json(custom_metadata)
+        part_json = self._part_json(part)
+        if data is None:
+            return await self._save_version(key, part_json, mime_type, metadata, None, None)
+        view = memoryview(data).cast("B")
+        self._check_size(len(view))
+        sha = hashlib.sha256(view).hexdigest()
+        return await finish_before_cancel(
+            self._save_bytes(key, part_json, mime_type, metadata, sha, view)
+        )
+
+    async def save_stream(
+        self,
+        key: ArtifactKey,
+        source: AsyncIterable[bytes] | Iterable[bytes],
+        *,
+        part: Mapping[str, Any],
+        mime_type: str | None,
+        custom_metadata: Mapping[str, Any] | None,
+    ) -> int:
+        """:meth:`save` of bytes that come in pieces (a file read in blocks, a network
+        stream): at most a few chunks are in memory at once. They are written as they
+        come under a pending key, in transactions of a few chunks, then the version is
+        added in one transaction; if the same bytes are already the user's, the pending
+        chunks are dropped instead.
+
+        Raises:
+            InvalidArtifactError: more than ``max_artifact_bytes`` came (nothing of them
+                is kept).
+        """
+        metadata = _metadata_json(custom_metadata)
+        part_json = self._part_json(part)
+        pending = f"{PENDING_PREFIX}{int(time.time())}-{uuid.uuid4().hex}"
+        digest, size, count = hashlib.sha256(), 0, 0
+        batch: list[tuple[int, bytes]] = []
+        try:
+            async for chunk in _as_chunks(source):
+                digest.update(chunk)
+                size += len(chunk)
+                self._check_size(size)
+                batch.append((count, chunk))
+                count += 1
+                if len(batch) == _CHUNKS_PER_STATEMENT:
+                    await self._write_pending(key, pending, batch)
+                    batch = []
+            await self._write_pending(key, pending, batch)
+            return await finish_before_cancel(
+                self._finish_stream(key, part_json, mime_type, metadata, pending, digest, size)
+            )
+        except BaseException:
+            await finish_before_cancel(self._drop_pending(key, pending))
+            raise
+
+    def _check_size(self, size: int) -> None:
+        if size > self.max_bytes:
+            raise InvalidArtifactError(
+                f"an artifact of {size:,} bytes or more is over max_artifact_bytes"
+                f" ({self.max_bytes:,})"
+            )
+
+    @staticmethod
+    def _part_json(part: Mapping[str, Any]) -> str:
+        try:
+            return json.dumps(dict(part), ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(f"an artifact's part is not JSON: {exc}") from None
+
+    async def _write_pending(
+        self, key: ArtifactKey, pending: str, batch: list[tuple[int, bytes]]
+    ) -> None:
+        if batch:
+            async with self.store.transaction(write=True) as conn:
+                await sql.insert_chunks(conn, key.app_name, key.user_id, pending, batch)
+
+    async def _drop_pending(self, key: ArtifactKey, pending: str) -> None:
+        async with self.store.transaction(write=True) as conn:
+            await sql.delete_chunks(conn, key.app_name, key.user_id, pending)
+
+    async def _finish_stream(
+        self,
+        key: ArtifactKey,
+        part_json: str,
+        mime_type: str | None,
+        metadata: str,
+        pending: str,
+        digest: Any,
+        size: int,
+    ) -> int:
+        sha = digest.hexdigest()
+        count = math.ceil(size / CHUNK_BYTES)
+        for attempt in range(_SAVE_ATTEMPTS):
+            try:
+                async with self.store.transaction(write=True) as conn:
+                    if await sql.lock_content(conn, key.app_name, key.user_id, sha):
+                        await sql.delete_chunks(conn, key.app_name, key.user_id, pending)
+                    else:
+                        await sql.rename_chunks(conn, key.app_name, key.user_id, pending, sha)
+                        await sql.insert_content(conn, key.app_name, key.user_id, sha, size, count)
+                    return await self._add_version(
+                        conn, key, part_json, mime_type, metadata, sha, size
+                    )
+            except IntegrityError:  # another save took the version: a new one
+                if attempt == _SAVE_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _save_bytes(
+        self,
+        key: ArtifactKey,
+        part_json: str,
+        mime_type: str | None,
+        metadata: str,
+        sha: str,
+        view: memoryview,
+    ) -> int:
+        for attempt in range(_SAVE_ATTEMPTS):
+            try:
+                async with self.store.transaction(write=True) as conn:
+                    if not await sql.lock_content(conn, key.app_name, key.user_id, sha):
+                        count = 0
+                        for batch in _batches(view):
+                            await sql.insert_chunks(conn, key.app_name, key.user_id, sha, batch)
+                            count += len(batch)
+                        await sql.insert_content(
+                            conn, key.app_name, key.user_id, sha, len(view), count
+                        )
+                    return await self._add_version(
+                        conn, key, part_json, mime_type, metadata, sha, len(view)
+                    )
+            except IntegrityError:
+                if attempt == _SAVE_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _save_version(
+        self,
+        key: ArtifactKey,
+        part_json: str,
+        mime_type: str | None,
+        metadata: str,
+        sha: str | None,
+        size: int | None,
+    ) -> int:
+        for attempt in range(_SAVE_ATTEMPTS):
+            try:
+                async with self.store.transaction(write=True) as conn:
+                    return await self._add_version(
+                        conn, key, part_json, mime_type, metadata, sha, size
+                    )
+            except IntegrityError:
+                if attempt == _SAVE_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    async def _add_version(
+        conn: Any,
+        key: ArtifactKey,
+        part_json: str,
+        mime_type: str | None,
+        metadata: str,
+        sha: str | None,
+        size: int | None,
+    ) -> int:
+        version = await sql.next_version(conn, key)
+        row = ArtifactRow(version, mime_type, metadata, time.time(), part_json, sha, size)
+        await sql.insert_version(conn, key, row)
+        return version
+
+    async def delete(self, key: ArtifactKey) -> None:
+        """Delete every version of an artifact, and the bytes no other version holds."""
+        await finish_before_cancel(self._delete(key))
+
+    async def _delete(self, key: ArtifactKey) -> None:
+        async with self.store.transaction(write=True) as conn:
+            shas = await sql.delete_artifact(conn, key)
+            await sql.collect_contents(conn, key.app_name, key.user_id, shas)
+
+    # -- reading --------------------------------------------------------------------------
+
+    async def version(self, key: ArtifactKey, version: int | None) -> StoredArtifact | None:
+        """A version's record (``None``: the newest), or ``None`` when there is none."""
+        async with self.store.transaction(write=False) as conn:
+            row = await sql.read_version(conn, key, version)
+        return None if row is None else StoredArtifact.of(row)
+
+    async def versions(self, key: ArtifactKey) -> list[StoredArtifact]:
+        """Every version's record, oldest first."""
+        async with self.store.transaction(write=False) as conn:
+            return [StoredArtifact.of(row) for row in await sql.list_versions(conn, key)]
+
+    async def filenames(self, app_name: str, user_id: str, session_id: str | None) -> list[str]:
+        """The filenames a session sees (its own and the user's, ``user:...``), or with
+        ``session_id`` ``None`` the user's own; sorted."""
+        check_identifier("app_name", app_name)
+        check_identifier("user_id", user_id)
+        scopes = [""]
+        if session_id is not None:
+            scopes.append(check_identifier("session_id", session_id))
+        async with self.store.transaction(write=False) as conn:
+            return await sql.list_filenames(
+                conn, app_name=app_name, user_id=user_id, session_ids=scopes
+            )
+
+    async def load(
+        self, key: ArtifactKey, version: int | None
+    ) -> tuple[StoredArtifact, bytes | None] | None:
+        """A version's record and its bytes, whole, in one read transaction; ``None``
+        when there is no such version."""
+        async with self.store.transaction(write=False) as conn:
+            row = await sql.read_version(conn, key, version)
+            if row is None:
+                return None
+            data = None
+            if row.content_sha256 is not None:
+                pieces = await sql.read_chunks(
+                    conn, key.app_name, key.user_id, row.content_sha256, 0, 1 << 30
+                )
+                data = b"".join(pieces)
+        return StoredArtifact.of(row), data
+
+    async def read(self, key: ArtifactKey, stored: StoredArtifact) -> AsyncIterator[bytes]:
+        """The bytes of a version, a few chunks per read (each its own transaction: the
+        bytes of a version never change, and a version deleted meanwhile ends the
+        stream early with :class:`~adk_sqlstore.errors.InvalidArtifactError`)."""
+        if stored.sha256 is None or not stored.size:
+            return
+        total = math.ceil(stored.size / CHUNK_BYTES)
+        for first in range(0, total, _CHUNKS_PER_STATEMENT):
+            async with self.store.transaction(write=False) as conn:
+                pieces = await sql.read_chunks(
+                    conn, key.app_name, key.user_id, stored.sha256, first, _CHUNKS_PER_STATEMENT
+                )
+            if len(pieces) != min(_CHUNKS_PER_STATEMENT, total - first):
+                raise InvalidArtifactError(
+                    f"artifact {key.filename!r} version {stored.version} was deleted while"
+                    " it was read"
+                )
+            for piece in pieces:
+                yield piece
