@@ -161,6 +161,20 @@ async def _as_chunks(source: AsyncIterable[bytes] | Iterable[bytes]) -> AsyncIte
         yield bytes(pending)
 
 
+@dataclass(frozen=True)
+class _Version:
+    """What a save stores beside the bytes: the part as JSON, the MIME type, the
+    metadata as JSON; for a restore, its number, creation time and the (SHA-256, size)
+    its bytes must have."""
+
+    part: str
+    mime_type: str | None
+    metadata: str
+    number: int | None = None
+    create_time: float | None = None
+    expected: tuple[str | None, int | None] | None = None
+
+
 class ArtifactStorage:
     """Artifact versions and their bytes on a :class:`~adk_sqlstore.store.Store`.
 
@@ -191,16 +205,13 @@ class ArtifactStorage:
             InvalidArtifactError: ``data`` is over ``max_artifact_bytes``.
             InvalidArgumentError, InvalidStateError: the part or metadata is not JSON.
         """
-        metadata = _metadata_json(custom_metadata)
-        part_json = self._part_json(part)
+        version = _Version(self._part_json(part), mime_type, _metadata_json(custom_metadata))
         if data is None:
-            return await self._save_version(key, part_json, mime_type, metadata, None, None)
+            return await self._save_version(key, version)
         view = memoryview(data).cast("B")
         self._check_size(len(view))
         sha = hashlib.sha256(view).hexdigest()
-        return await finish_before_cancel(
-            self._save_bytes(key, part_json, mime_type, metadata, sha, view)
-        )
+        return await finish_before_cancel(self._save_bytes(key, version, sha, view))
 
     async def save_stream(
         self,
@@ -222,7 +233,49 @@ class ArtifactStorage:
                 is kept).
         """
         metadata = _metadata_json(custom_metadata)
-        part_json = self._part_json(part)
+        return await self._stream_in(
+            key, source, _Version(self._part_json(part), mime_type, metadata)
+        )
+
+    async def restore(
+        self,
+        key: ArtifactKey,
+        stored: StoredArtifact,
+        source: AsyncIterable[bytes] | Iterable[bytes] | None,
+        *,
+        replace: bool = False,
+    ) -> bool:
+        """Store ``stored`` (an exported version: its number and creation time kept)
+        with the bytes of ``source``; whether it was stored (a version of that number
+        already there is kept unless ``replace``).
+
+        Raises:
+            InvalidArtifactError: the bytes are not the version's (size or SHA-256).
+        """
+        if await self.version(key, stored.version) is not None and not replace:
+            return False
+        version = _Version(
+            self._part_json(stored.part),
+            stored.mime_type,
+            _metadata_json(stored.custom_metadata),
+            number=stored.version,
+            create_time=stored.create_time,
+            expected=(stored.sha256, stored.size),
+        )
+        if source is None:
+            await finish_before_cancel(self._restore_without_bytes(key, version))
+        else:
+            await self._stream_in(key, source, version)
+        return True
+
+    async def _restore_without_bytes(self, key: ArtifactKey, version: _Version) -> None:
+        async with self.store.transaction(write=True) as conn:
+            await self._add_version(conn, key, version, None, None)
+
+    async def _stream_in(
+        self, key: ArtifactKey, source: AsyncIterable[bytes] | Iterable[bytes], version: _Version
+    ) -> int:
+        """Write ``source`` under a pending key, then add ``version`` on its bytes."""
         pending = f"{PENDING_PREFIX}{int(time.time())}-{uuid.uuid4().hex}"
         digest, size, count = hashlib.sha256(), 0, 0
         batch: list[tuple[int, bytes]] = []
@@ -237,9 +290,13 @@ class ArtifactStorage:
                     await self._write_pending(key, pending, batch)
                     batch = []
             await self._write_pending(key, pending, batch)
-            return await finish_before_cancel(
-                self._finish_stream(key, part_json, mime_type, metadata, pending, digest, size)
-            )
+            sha = digest.hexdigest()
+            if version.expected is not None and version.expected != (sha, size):
+                raise InvalidArtifactError(
+                    f"the bytes of {key.filename!r} version {version.number} are not the"
+                    f" ones it was saved with ({size:,} bytes, SHA-256 {sha})"
+                )
+            return await finish_before_cancel(self._finish_stream(key, version, pending, sha, size))
         except BaseException:
             await finish_before_cancel(self._drop_pending(key, pending))
             raise
@@ -270,16 +327,8 @@ class ArtifactStorage:
             await sql.delete_chunks(conn, key.app_name, key.user_id, pending)
 
     async def _finish_stream(
-        self,
-        key: ArtifactKey,
-        part_json: str,
-        mime_type: str | None,
-        metadata: str,
-        pending: str,
-        digest: Any,
-        size: int,
+        self, key: ArtifactKey, version: _Version, pending: str, sha: str, size: int
     ) -> int:
-        sha = digest.hexdigest()
         count = math.ceil(size / CHUNK_BYTES)
         for attempt in range(_SAVE_ATTEMPTS):
             try:
@@ -289,22 +338,14 @@ class ArtifactStorage:
                     else:
                         await sql.rename_chunks(conn, key.app_name, key.user_id, pending, sha)
                         await sql.insert_content(conn, key.app_name, key.user_id, sha, size, count)
-                    return await self._add_version(
-                        conn, key, part_json, mime_type, metadata, sha, size
-                    )
+                    return await self._add_version(conn, key, version, sha, size)
             except IntegrityError:  # another save took the version: a new one
                 if attempt == _SAVE_ATTEMPTS - 1:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _save_bytes(
-        self,
-        key: ArtifactKey,
-        part_json: str,
-        mime_type: str | None,
-        metadata: str,
-        sha: str,
-        view: memoryview,
+        self, key: ArtifactKey, version: _Version, sha: str, view: memoryview
     ) -> int:
         for attempt in range(_SAVE_ATTEMPTS):
             try:
@@ -317,29 +358,17 @@ class ArtifactStorage:
                         await sql.insert_content(
                             conn, key.app_name, key.user_id, sha, len(view), count
                         )
-                    return await self._add_version(
-                        conn, key, part_json, mime_type, metadata, sha, len(view)
-                    )
+                    return await self._add_version(conn, key, version, sha, len(view))
             except IntegrityError:
                 if attempt == _SAVE_ATTEMPTS - 1:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _save_version(
-        self,
-        key: ArtifactKey,
-        part_json: str,
-        mime_type: str | None,
-        metadata: str,
-        sha: str | None,
-        size: int | None,
-    ) -> int:
+    async def _save_version(self, key: ArtifactKey, version: _Version) -> int:
         for attempt in range(_SAVE_ATTEMPTS):
             try:
                 async with self.store.transaction(write=True) as conn:
-                    return await self._add_version(
-                        conn, key, part_json, mime_type, metadata, sha, size
-                    )
+                    return await self._add_version(conn, key, version, None, None)
             except IntegrityError:
                 if attempt == _SAVE_ATTEMPTS - 1:
                     raise
@@ -347,18 +376,22 @@ class ArtifactStorage:
 
     @staticmethod
     async def _add_version(
-        conn: Any,
-        key: ArtifactKey,
-        part_json: str,
-        mime_type: str | None,
-        metadata: str,
-        sha: str | None,
-        size: int | None,
+        conn: Any, key: ArtifactKey, version: _Version, sha: str | None, size: int | None
     ) -> int:
-        version = await sql.next_version(conn, key)
-        row = ArtifactRow(version, mime_type, metadata, time.time(), part_json, sha, size)
+        """Insert ``version`` (the next number, or its own replacing one of that number)."""
+        if version.number is None:
+            number = await sql.next_version(conn, key)
+        else:
+            number = version.number
+            replaced = await sql.delete_version(conn, key, number)
+            if replaced is not None and replaced != sha:
+                await sql.collect_contents(conn, key.app_name, key.user_id, [replaced])
+        when = time.time() if version.create_time is None else version.create_time
+        row = ArtifactRow(
+            number, version.mime_type, version.metadata, when, version.part, sha, size
+        )
         await sql.insert_version(conn, key, row)
-        return version
+        return number
 
     async def delete(self, key: ArtifactKey) -> None:
         """Delete every version of an artifact, and the bytes no other version holds."""

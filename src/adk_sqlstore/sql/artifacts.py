@@ -27,6 +27,7 @@ __all__ = [
     "collect_contents",
     "delete_artifact",
     "delete_chunks",
+    "delete_version",
     "insert_chunks",
     "insert_content",
     "insert_version",
@@ -165,6 +166,14 @@ async def delete_artifact(conn: AsyncConnection, key: ArtifactKey) -> list[str]:
     referred = sorted({str(sha) for sha in (await conn.execute(shas)).scalars()})
     await conn.execute(delete(artifacts).where(key.where()))
     return referred
+
+
+async def delete_version(conn: AsyncConnection, key: ArtifactKey, version: int) -> str | None:
+    """Delete one version of ``key`` if there; the SHA-256 of its bytes (or ``None``)."""
+    where = and_(key.where(), artifacts.c.version == version)
+    held = (await conn.execute(select(artifacts.c.content_sha256).where(where))).scalar()
+    await conn.execute(delete(artifacts).where(where))
+    return None if held is None else str(held)
 
 
 async def lock_content(conn: AsyncConnection, app_name: str, user_id: str, sha256: str) -> bool:
