@@ -1,4 +1,5 @@
-"""Commands on artifacts: ``artifacts list``, ``artifacts get``."""
+"""Commands on artifacts: ``artifacts list``, ``artifacts get``; and the artifacts
+``export`` and ``import`` carry beside sessions."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import typer
 from rich.table import Table
 
 from ..artifacts import ArtifactStorage, StoredArtifact, artifact_key
+from ..artifacts.files import artifact_records, record, version_paths
 from ..store import Store
 from .common import AppOption, UrlOption, artifacts_app, consoles, database, run_command, when
 
-__all__ = ["artifacts_get", "artifacts_list"]
+__all__ = ["artifacts_get", "artifacts_list", "export_artifacts", "import_artifacts"]
 
 UserOption = Annotated[str, typer.Option("--user", metavar="USER", help="The user_id.")]
 SessionOption = Annotated[
@@ -122,3 +124,41 @@ def artifacts_get(
     with out.open("wb") as target:
         run_command(write(stored, target))
     consoles.err.print(f"wrote {out}")
+
+
+async def export_artifacts(
+    store: Store, *, app_name: str, user_id: str, session_ids: list[str], folder: Path
+) -> int:
+    """Write the user's own artifacts and those of ``session_ids`` under ``folder``
+    (:mod:`adk_sqlstore.artifacts.files`), every version; how many versions."""
+    storage, count = ArtifactStorage(store), 0
+    for scope in [None, *session_ids]:
+        for name in await storage.filenames(app_name, user_id, scope):
+            if scope is not None and name.startswith("user:"):
+                continue  # the user's own: written once, with scope None
+            key = artifact_key(app_name, user_id, name, scope)
+            for stored in await storage.versions(key):
+                record_path, bytes_path = version_paths(folder, key, stored.version)
+                record_path.parent.mkdir(parents=True, exist_ok=True)
+                if stored.sha256 is not None:
+                    with bytes_path.open("wb") as target:
+                        async for chunk in storage.read(key, stored):
+                            target.write(chunk)
+                record_path.write_text(record(key, stored), encoding="utf-8")
+                count += 1
+    return count
+
+
+async def import_artifacts(store: Store, paths: list[Path], *, replace: bool) -> tuple[int, int]:
+    """Store every artifact version recorded under ``paths`` (folders, or record files);
+    (imported, skipped: already there, kept unless ``replace``)."""
+    storage, imported, skipped = ArtifactStorage(store), 0, 0
+    for _file, key, stored, blob in artifact_records(paths):
+        if blob is None:
+            done = await storage.restore(key, stored, None, replace=replace)
+        else:
+            with blob.open("rb") as source:
+                blocks = iter(lambda: source.read(1 << 20), b"")
+                done = await storage.restore(key, stored, blocks, replace=replace)
+        imported, skipped = imported + done, skipped + (not done)
+    return imported, skipped

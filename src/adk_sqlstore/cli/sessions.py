@@ -18,6 +18,7 @@ from ..models import Event, Session
 from ..sessions import SqlSessionService
 from ..sessions.json_files import dump_session, load_sessions, session_files
 from ..state import APP_PREFIX, USER_PREFIX
+from .artifacts import export_artifacts, import_artifacts
 from .common import (
     AppOption,
     UrlOption,
@@ -189,11 +190,13 @@ def import_(
     url: UrlOption = None,
 ) -> None:
     """Import ADK session JSON (what Session.model_dump_json() writes; snake_case or
-    camelCase keys). A session that already exists is kept unless --replace; so are
-    the user: and app: keys the store already has (a dump's copy is older)."""
+    camelCase keys), and the artifacts an export wrote beside them. A session that
+    already exists is kept unless --replace; so are the user: and app: keys the store
+    already has (a dump's copy is older), and artifact versions it has."""
 
     async def run() -> None:
         imported = skipped = 0
+        folders = [path for path in paths if str(path) != "-"]
         async with SqlSessionService.from_url(url) as service:
             for name, session in _read_sessions(paths):
                 where = f"session {session.id} of {session.app_name} / {session.user_id}"
@@ -207,7 +210,10 @@ def import_(
                     consoles.out.print(
                         f"skipped {where} from {name}: it already exists (use --replace)"
                     )
+            versions, kept = await import_artifacts(service.store, folders, replace=replace)
         consoles.out.print(f"{imported} imported, {skipped} skipped")
+        if versions or kept:
+            consoles.out.print(f"artifact versions: {versions} imported, {kept} skipped")
 
     run_command(run())
 
@@ -217,6 +223,44 @@ def _file_name(identifier: str) -> str:
     never hidden."""
     name = quote(identifier, safe="")
     return "%2E" + name[1:] if name.startswith(".") else name
+
+
+async def _exported(
+    service: SqlSessionService, app_name: str, user: str | None, session_id: str | None
+) -> AsyncIterator[Session]:
+    """The sessions an export writes: one, a user's, or an app's.
+
+    Raises:
+        SessionNotFoundError: the one asked for does not exist.
+    """
+    if session_id is not None and user is not None:
+        one = await service.get_session(app_name=app_name, user_id=user, session_id=session_id)
+        if one is None:
+            raise SessionNotFoundError(
+                f"no session {session_id!r} of app {app_name!r} and user {user!r}"
+            )
+        yield one
+        return
+    async for summary in service.iter_sessions(app_name=app_name, user_id=user):
+        session = await service.get_session(
+            app_name=app_name, user_id=summary.user_id, session_id=summary.id
+        )
+        if session is not None:  # else deleted meanwhile
+            yield session
+
+
+def _write_session(session: Session, out: Path, *, by_user: bool) -> Path | None:
+    """Write one exported session: a line of JSON to standard output (``out`` ``-``),
+    or a file in ``out`` (in a folder per user when ``by_user``), whose folder is
+    returned."""
+    text = dump_session(session)
+    if str(out) == "-":
+        sys.stdout.write(json.dumps(json.loads(text), ensure_ascii=False) + "\n")
+        return None
+    folder = out / _file_name(session.user_id) if by_user else out
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{_file_name(session.id)}.session.json").write_text(text, encoding="utf-8")
+    return folder
 
 
 @app.command("export")
@@ -239,41 +283,35 @@ def export(
     url: UrlOption = None,
 ) -> None:
     """Export sessions as ADK session JSON: DIR/<session id>.session.json with --user,
-    else DIR/<user_id>/<session id>.session.json (ids percent-encoded)."""
+    else DIR/<user_id>/<session id>.session.json (ids percent-encoded), with the
+    sessions' artifacts and the users' own under artifacts/ beside them (every version:
+    <n>.artifact.json and its bytes, <n>.artifact.bin). With --out - (JSON lines)
+    sessions only."""
     if session_id is not None and user is None:
         error("--session needs --user")
         raise typer.Exit(2)
 
-    async def sessions(service: SqlSessionService) -> AsyncIterator[Session]:
-        if session_id is not None and user is not None:
-            one = await service.get_session(app_name=app_name, user_id=user, session_id=session_id)
-            if one is None:
-                raise SessionNotFoundError(
-                    f"no session {session_id!r} of app {app_name!r} and user {user!r}"
-                )
-            yield one
-            return
-        async for summary in service.iter_sessions(app_name=app_name, user_id=user):
-            session = await service.get_session(
-                app_name=app_name, user_id=summary.user_id, session_id=summary.id
-            )
-            if session is not None:  # else deleted meanwhile
-                yield session
-
     async def run() -> None:
         async with SqlSessionService.from_url(database(url)) as service:
             count = 0
-            async for session in sessions(service):
-                text = dump_session(session)
-                if str(out) == "-":
-                    sys.stdout.write(json.dumps(json.loads(text), ensure_ascii=False) + "\n")
-                else:
-                    folder = out if user is not None else out / _file_name(session.user_id)
-                    folder.mkdir(parents=True, exist_ok=True)
-                    path = folder / f"{_file_name(session.id)}.session.json"
-                    path.write_text(text, encoding="utf-8")
+            exported: dict[tuple[str, Path], list[str]] = {}
+            async for session in _exported(service, app_name, user, session_id):
+                folder = _write_session(session, out, by_user=user is None)
+                if folder is not None:
+                    exported.setdefault((session.user_id, folder), []).append(session.id)
                 count += 1
+            versions = 0
+            for (user_id, folder), ids in exported.items():
+                versions += await export_artifacts(
+                    service.store,
+                    app_name=app_name,
+                    user_id=user_id,
+                    session_ids=ids,
+                    folder=folder,
+                )
         if str(out) != "-":
             consoles.out.print(f"exported {count} session(s) to {out}")
+            if versions:
+                consoles.out.print(f"exported {versions} artifact version(s)")
 
     run_command(run())
