@@ -30,6 +30,7 @@ from sqlalchemy.engine import make_url
 from adk_sqlstore.engine import create_engine
 from adk_sqlstore.urls import redact_url
 
+from .artifact_bench import ARTIFACT_SIZES, run_artifacts
 from .contenders import contenders
 from .hybrid_bench import HYBRID_SIZES, run_hybrid
 from .memory_bench import MEMORY_SIZES, run_memory
@@ -46,6 +47,7 @@ COLUMNS = [
     "ADK InMemoryMemoryService",
     "ADK SqliteMemoryService",
     "sqlspec",
+    "ADK FileArtifactService",
 ]
 # The peers a row's speedups are taken against (the best of those that did the figure),
 # with the short name the ratio cells give. ADK's InMemoryMemoryService keeps nothing.
@@ -53,6 +55,7 @@ PEERS = {
     "ADK DatabaseSessionService": "ADK",
     "ADK SqliteMemoryService": "ADK SQLite",
     "sqlspec": "sqlspec",
+    "ADK FileArtifactService": "ADK files",
 }
 
 
@@ -211,6 +214,8 @@ async def measure(
             )
         if not args.skip_memory:
             figures += await run_memory(database, url, MEMORY_SIZES[args.size], progress, notes)
+        if not args.skip_artifacts:
+            figures += await run_artifacts(url, ARTIFACT_SIZES[args.size], progress)
     if not args.skip_hybrid and not args.url:
         figures += await run_hybrid(
             backend, args.postgres_admin_url, HYBRID_SIZES[args.size], progress
@@ -234,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--markdown", type=Path, help="also write the tables to this file")
     run.add_argument("--skip-memory", action="store_true", help="session figures only")
     run.add_argument("--skip-sessions", action="store_true", help="memory figures only")
+    run.add_argument("--skip-artifacts", action="store_true", help="no artifact figures")
     run.add_argument(
         "--skip-hybrid",
         action="store_true",
