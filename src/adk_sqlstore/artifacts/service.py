@@ -431,18 +431,14 @@ class ArtifactStorage:
     async def load(
         self, key: ArtifactKey, version: int | None
     ) -> tuple[StoredArtifact, bytes | None] | None:
-        """A version's record and its bytes, whole, in one read transaction; ``None``
+        """A version's record and its bytes, whole, read in one statement; ``None``
         when there is no such version."""
-        async with self.store.transaction(write=False) as conn:
-            row = await sql.read_version(conn, key, version)
-            if row is None:
-                return None
-            data = None
-            if row.content_sha256 is not None:
-                pieces = await sql.read_chunks(
-                    conn, key.app_name, key.user_id, row.content_sha256, 0, 1 << 30
-                )
-                data = b"".join(pieces)
+        async with self.store.autocommit() as conn:
+            found = await sql.read_version_bytes(conn, key, version)
+        if found is None:
+            return None
+        row, pieces = found
+        data = None if row.content_sha256 is None else b"".join(pieces)
         return StoredArtifact.of(row), data
 
     async def read(self, key: ArtifactKey, stored: StoredArtifact) -> AsyncIterator[bytes]:

@@ -37,6 +37,7 @@ __all__ = [
     "next_version",
     "read_chunks",
     "read_version",
+    "read_version_bytes",
     "rename_chunks",
 ]
 
@@ -136,6 +137,37 @@ async def read_version(
         stmt = stmt.where(artifacts.c.version == version)
     found = (await conn.execute(stmt)).first()
     return None if found is None else ArtifactRow(*found)
+
+
+async def read_version_bytes(
+    conn: AsyncConnection, key: ArtifactKey, version: int | None
+) -> tuple[ArtifactRow, list[bytes]] | None:
+    """The version ``version`` of ``key`` (``None``: the newest) and its chunks in
+    order, in one statement (atomic without a transaction), or ``None``."""
+    if version is None:
+        number: Any = select(func.max(artifacts.c.version)).where(key.where()).scalar_subquery()
+    else:
+        number = version
+    stmt = (
+        select(*_ROW, artifact_chunks.c.data)
+        .select_from(
+            artifacts.outerjoin(
+                artifact_chunks,
+                and_(
+                    artifact_chunks.c.app_name == artifacts.c.app_name,
+                    artifact_chunks.c.user_id == artifacts.c.user_id,
+                    artifact_chunks.c.sha256 == artifacts.c.content_sha256,
+                ),
+            )
+        )
+        .where(key.where(), artifacts.c.version == number)
+        .order_by(artifact_chunks.c.seq)
+    )
+    rows = (await conn.execute(stmt)).all()
+    if not rows:
+        return None
+    pieces = [bytes(row[-1]) for row in rows if row[-1] is not None]
+    return ArtifactRow(*rows[0][:-1]), pieces
 
 
 async def list_versions(conn: AsyncConnection, key: ArtifactKey) -> list[ArtifactRow]:
