@@ -105,3 +105,34 @@ def test_one_service_from_asyncio_run_twice_and_from_threads(db_url: str, classe
         # (Behind PgBouncer, the pooler keeps server connections open by design.)
         assert run_sync(_server_connections(db_url)) == 0
     asyncio.run(sessions.close())
+
+
+def test_loops_closed_without_asyncio_run_close_their_connections(db_url: str) -> None:
+    """A loop made with ``asyncio.new_event_loop()``, driven by ``run_until_complete``
+    and ended by ``loop.close()`` alone (no ``shutdown_asyncgens``, as in ADK's own
+    thread-safety test of its memory service) closes the connections it opened: on
+    PostgreSQL none is left open to the server, and no socket is left to the garbage
+    collector (the suite turns its ResourceWarning into an error)."""
+    sessions = SqlSessionService.from_url(db_url)
+    memory = SqlMemoryService(sessions.engine)
+    failures: list[BaseException] = []
+
+    def in_thread(n: int) -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(_work(sessions, memory, f"closed-{n}"))
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+        finally:
+            loop.close()
+
+    threads = [threading.Thread(target=in_thread, args=(n,)) for n in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    in_thread(3)  # and one in this thread
+    assert not failures, failures
+    if make_url(db_url).get_backend_name() == "postgresql" and "pgbouncer" not in db_url:
+        assert run_sync(_server_connections(db_url)) == 0
+    asyncio.run(sessions.close())

@@ -214,8 +214,8 @@ def _close_when_loop_ends(
     ``asyncio.run`` (and ``asyncio.Runner``) end by finalizing the loop's async
     generators, while the loop still runs: an async generator started here, and kept
     alive in ``state``, closes the pool in its ``finally``. The next loop then finds no
-    connection of a dead loop. (A loop closed without that step, ``loop.close()``
-    alone, leaves its connections to the garbage collector.)
+    connection of a dead loop. A loop closed without that step (``loop.close()``
+    alone) runs it as it closes (:func:`_finalize_on_close`).
     """
 
     async def closer() -> AsyncGenerator[None, None]:
@@ -237,6 +237,28 @@ def _close_when_loop_ends(
     with contextlib.suppress(StopIteration):
         first.send(None)  # runs it to its yield, without awaiting anything
     state.closers[loop] = generator
+    _finalize_on_close(loop, generator)
+
+
+def _finalize_on_close(
+    loop: asyncio.AbstractEventLoop, generator: AsyncGenerator[None, None]
+) -> None:
+    """Make ``loop.close()`` run ``generator``'s ``finally`` first, when the loop was
+    not shut down by ``asyncio.run``: a loop made with ``asyncio.new_event_loop()``,
+    driven by ``run_until_complete`` and closed (as in a thread with a loop of its
+    own) closes its pooled connections then, instead of leaving open sockets to the
+    garbage collector. A loop whose ``close`` cannot be replaced (uvloop) keeps the
+    garbage collector's way."""
+    original = loop.close
+
+    def close() -> None:
+        if not loop.is_running() and not loop.is_closed():
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(generator.aclose())
+        original()
+
+    with contextlib.suppress(AttributeError, TypeError):
+        loop.close = close  # type: ignore[method-assign]
 
 
 def engine_for_loop(engine: AsyncEngine) -> AsyncEngine:
