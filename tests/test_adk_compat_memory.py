@@ -282,6 +282,49 @@ async def test_search_in_scripts_without_spaces_and_any_normal_form(layer: Layer
     assert not wrong, wrong
 
 
+# More of the same kind (ours): Thai, Lao and Khmer; half- and full-width forms and
+# ligatures (NFKC); Hangul and Vietnamese in either normal form; traditional Han;
+# digits and Latin inside unspaced text; a one-character Han query.
+SAME_KIND = [
+    ("ฉันชอบกินข้าวผัด", "ข้าวผัด", 1),
+    ("ฉันชอบกินข้าวผัด", "ต้มยำ", 0),
+    ("ມື້ນີ້ອາກາດດີ", "ອາກາດ", 1),
+    ("ខ្ញុំស្រឡាញ់អ្នក", "ស្រឡាញ់", 1),
+    ("東京タワーに行きました", "タワー", 1),
+    ("ｶﾀｶﾅのテスト", "カタカナ", 1),
+    ("私はＡＤＫを使う", "adk", 1),
+    ("Ｐｙｔｈｏｎ３を使う", "python3", 1),
+    ("ﬁnance report", "finance", 1),
+    ("2024年に東京へ", "2024", 1),
+    ("ราคา100บาท", "100", 1),
+    ("我們喜歡機器學習", "機器學習", 1),
+    ("他说:「我爱北京天安门」", "北京", 1),
+    ("私の名前は太郎です", "太", 1),
+    ("私の名前は太郎です", "郎です", 1),
+    ("我用Python写代码", "写代码", 1),
+    (_nfd("Tiếng Việt rất đẹp"), "tiếng", 1),
+    ("Tiếng Việt rất đẹp", _nfd("Việt"), 1),
+    (_nfd("한국어를 공부합니다"), "한국어", 1),
+    ("한국어를 공부합니다", _nfd("공부"), 1),
+    ("Straße", "strasse", 1),
+]
+
+
+async def test_search_in_more_scripts_and_forms_of_the_same_kind(layer: Layer) -> None:
+    """Beyond upstream's cases, the same kinds (see ``SAME_KIND``), each its own user."""
+    for n, (stored, _query, _count) in enumerate(SAME_KIND):
+        event = _event(layer, "event-kind", stored)
+        await layer.memory.add_session_to_memory(
+            _session(layer, "session-kind", [event], user_id=f"kind-{n}")
+        )
+    wrong = []
+    for n, (stored, query, count) in enumerate(SAME_KIND):
+        found = await _search(layer, query, user=f"kind-{n}")
+        if len(found.memories) != count or (count and text_of(found.memories[0]) != stored):
+            wrong.append((stored, query, count, texts(found)))
+    assert not wrong, wrong
+
+
 async def test_memories_matching_more_query_words_come_first(layer: Layer) -> None:
     """Upstream ``test_search_memory_ranks_by_number_of_matching_words``."""
     said = ["The deploy is ready.", "Ready.", "The deploy status is ready."]
