@@ -88,6 +88,16 @@ class SqlSessionService(BaseSessionService, OnStore):
         interface lacks: ``prune``, ``import_state``, ``iter_sessions``, ..."""
         return self._core
 
+    async def prepare_tables(self) -> None:
+        """Make the schema ready now rather than at the first call (as ADK's
+        ``DatabaseSessionService.prepare_tables``): migrates it when ``auto_migrate``
+        is on, else checks it; safe to call again (a no-op then).
+
+        Raises:
+            SchemaNotMigratedError: the database is behind and ``auto_migrate`` is off.
+        """
+        await self._core.ensure_schema()
+
     async def create_session(
         self,
         *,
