@@ -1,7 +1,8 @@
 # Two commands do all set-up on a fresh clone (Python 3.11+ needed):
 #   make demo      creates .venv, installs adk-sqlstore, runs the demo on the embedded SQLite file
 #   make test      creates .venv, installs the test tools, runs the test suite in parallel
-#                  (about 3 min on 2 cores), without the long soak tests
+#                  (about 3.5 min on 2 cores), without the long soak tests, with a third of
+#                  the property tests' examples (all of them with CI=true)
 #   make test-all  (CI) every test, soak included, then the PostgreSQL tests again on a
 #                  throwaway password-protected server and through PgBouncer (about 8 min)
 PYTHON ?= python3

@@ -53,6 +53,15 @@ PG_ADMIN_URL = os.environ.get(
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 MYSQL_ADMIN_URL = os.environ.get("ADK_SQLSTORE_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
 VIA_PGBOUNCER = os.environ.get("ADK_SQLSTORE_TEST_PGBOUNCER", "").lower() in ("1", "true", "yes")
+THOROUGH = IN_CI or os.environ.get("ADK_SQLSTORE_TEST_THOROUGH", "").lower() in ("1", "true", "yes")
+
+
+def examples(count: int) -> int:
+    """Hypothesis examples for a property test: ``count`` in CI (``CI=true``) or with
+    ``ADK_SQLSTORE_TEST_THOROUGH=1``, a third of it (at least 5) in ``make test``, which
+    stays within its few minutes (hypothesis's own advice: more examples in CI)."""
+    return count if THOROUGH else max(5, count // 3)
+
 
 T = TypeVar("T")
 

@@ -27,6 +27,8 @@ from adk_sqlstore import errors
 from adk_sqlstore.adk import SqlSessionService
 from adk_sqlstore.adk.event_reader import SKIPPABLE, EventListReader
 
+from .conftest import examples
+
 FULL = TypeAdapter(list[Event])
 
 pytestmark = [
@@ -179,7 +181,7 @@ generated_events = (
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=list(HealthCheck))
 @given(events=st.lists(generated_events, min_size=1, max_size=4))
 def test_generated_events_read_back_as_adks_own_validator_reads_them(
     reader: EventListReader, events: list[Event]
@@ -200,7 +202,10 @@ def test_the_generated_events_reach_the_deep_fields() -> None:
     seen: set[str] = set()
 
     @settings(
-        max_examples=200, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
+        max_examples=examples(200),
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
     )
     @given(event=generated_events)
     def collect(event: Event) -> None:
@@ -235,19 +240,22 @@ def test_json_with_a_convenience_key_is_read_by_adks_own_validator(
 
 
 async def test_generated_events_round_trip_through_the_adk_classes(db_url: str) -> None:
-    examples: list[list[Event]] = []
+    drawn: list[list[Event]] = []
 
     @settings(
-        max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
+        max_examples=examples(40),
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
     )
     @given(events=st.lists(generated_events, min_size=1, max_size=5))
     def collect(events: list[Event]) -> None:
-        examples.append(events)
+        drawn.append(events)
 
     collect()
     stored = exact = 0
     async with SqlSessionService(db_url) as service:
-        for n, events in enumerate(examples):
+        for n, events in enumerate(drawn):
             session = await service.create_session(app_name="reader", user_id=f"u{n}")
             appended: list[Event] = []
             for event in events:

@@ -23,7 +23,7 @@ from adk_sqlstore.search import analysis
 from adk_sqlstore.search.text import MAX_INDEXED_CHARS, indexed_text
 
 from . import analysis_reference as reference
-from .conftest import shared_data
+from .conftest import examples, shared_data
 from .test_search_text import FILLER, TABLE
 
 # Languages whose choice changes the path a word takes: English (the default), a Latin
@@ -232,7 +232,7 @@ TEXTS = st.one_of(
 
 
 @settings(
-    max_examples=1_500,
+    max_examples=examples(1_500),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],

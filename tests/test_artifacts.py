@@ -21,6 +21,8 @@ from google.genai import types
 from adk_sqlstore.adk import SqlArtifactService
 from adk_sqlstore.errors import InvalidArtifactError
 
+from .conftest import examples
+
 APP = "files"
 
 
@@ -247,7 +249,7 @@ async def test_streams_in_and_out_give_back_the_same_bytes(
 
 
 @settings(
-    max_examples=25,
+    max_examples=examples(25),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

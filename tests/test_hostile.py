@@ -30,12 +30,12 @@ from adk_sqlstore.validation import (
     MAX_IDENTIFIER_BYTES,
 )
 
-from .conftest import Figures, pg_url
+from .conftest import Figures, examples, pg_url
 from .helpers import text_of
 from .test_values import assert_exact, json_values
 
 SETTINGS = settings(
-    max_examples=60,
+    max_examples=examples(60),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -31,7 +31,7 @@ from adk_sqlstore import (
 )
 from adk_sqlstore.cli import app as cli_app
 
-from .conftest import Figures
+from .conftest import Figures, examples
 
 adk = pytest.importorskip("google.adk")
 
@@ -94,7 +94,7 @@ async def _cli(*args: str) -> str:
 
 
 @settings(
-    max_examples=25,
+    max_examples=examples(25),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -24,11 +24,14 @@ from adk_sqlstore import (
 from adk_sqlstore.memory.rows import MAX_MEMORY_BYTES
 from adk_sqlstore.validation import MAX_IDENTIFIER_BYTES, MAX_STATE_KEY_BYTES
 
+from .conftest import examples
 from .helpers import text_of
 
 CHARS = ["k", "é", "界", "😀"]  # 1, 2, 3 and 4 UTF-8 bytes
 SETTINGS = settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 
 

@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 
 from adk_sqlstore import Event, EventActions, SqlSessionService
 
+from .conftest import examples
+
 USERS = ("u1", "u2", "u3")
 VALUES = st.one_of(
     st.none(),
@@ -63,7 +65,7 @@ def _same(listed: Any, loaded: Any) -> None:
 
 
 @settings(
-    max_examples=20,
+    max_examples=examples(20),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

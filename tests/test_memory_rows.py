@@ -22,9 +22,11 @@ from adk_sqlstore.models import Content, Part
 from adk_sqlstore.search.analysis import analyzer
 from adk_sqlstore.search.text import indexed_text, search_scope, text_of, valid_unicode
 
+from .conftest import examples
+
 NAMESPACE = uuid.UUID("6f1c2d4e-8a9b-4c3d-9e2f-0a1b2c3d4e5f")
 SETTINGS = settings(
-    max_examples=300,
+    max_examples=examples(300),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],

@@ -25,6 +25,8 @@ from adk_sqlstore.search import planner
 from adk_sqlstore.search.analysis import analyzer
 from adk_sqlstore.search.text import LENGTH_CLASSES, length_class
 
+from .conftest import examples
+
 APP = "plans"
 MIGRATION = Path(__file__).parents[1] / "migrations" / "versions" / "0006_term_frequencies.py"
 
@@ -243,7 +245,7 @@ def small_corpora(draw: st.DrawFn) -> tuple[list[str], list[str], list[str]]:
 
 
 @settings(
-    max_examples=40,
+    max_examples=examples(40),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -340,7 +342,7 @@ def listed_corpora(draw: st.DrawFn) -> tuple[list[Any], list[str], int]:
     return docs, query, draw(st.sampled_from([1, 2, 10, 50]))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     case=listed_corpora(),
     read_rows=st.sampled_from([1, 30, 300]),

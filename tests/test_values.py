@@ -18,6 +18,8 @@ from adk_sqlstore import (
     SqlSessionService,
 )
 
+from .conftest import examples
+
 TRICKY_VALUES: dict[str, Any] = {
     "nul": "before\x00after",
     "emoji": "lunch 🥗 café naïve 你好",
@@ -240,7 +242,9 @@ json_values = st.recursive(
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     value=json_values,
