@@ -285,5 +285,6 @@ async def test_generated_events_round_trip_through_the_adk_classes(db_url: str) 
             assert got.events == FULL.validate_json(written)
             exact += sum(a == b for a, b in zip(got.events, appended, strict=True))
             stored += len(appended)
-    assert stored >= 40  # most generated events are ones the store takes
-    assert exact >= 20
+    # most generated events (1 to 5 per example) are ones the store takes
+    assert stored >= len(drawn)
+    assert exact >= len(drawn) // 2

@@ -297,6 +297,7 @@ async def test_cancelled_appends_never_half_write_nor_run_ahead(
     figures.add(f"150 appends cancelled at random points ({cancelled} cancelled): consistent")
 
 
+@pytest.mark.soak  # CI runs it (make test-all); out of make test's minutes
 async def test_reads_cancelled_mid_statement_leave_every_pooled_connection_usable(
     service: SqlSessionService, figures: Figures
 ) -> None:

@@ -207,6 +207,7 @@ def test_alembic_check_finds_no_drift_even_beside_adks_tables(empty_url: str) ->
     assert "remove_table" not in checked.stdout + checked.stderr
 
 
+@pytest.mark.soak  # CI runs it (make test-all); out of make test's minutes
 def test_processes_migrating_at_once_report_what_each_did(empty_url: str) -> None:
     """Four ``adk-sqlstore migrate`` at once on an empty database: one migrates (and
     says so), the other three find it done."""
