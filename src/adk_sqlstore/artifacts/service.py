@@ -347,6 +347,12 @@ class ArtifactStorage:
     async def _save_bytes(
         self, key: ArtifactKey, version: _Version, sha: str, view: memoryview
     ) -> int:
+        if self.store.engine.dialect.name == "sqlite" and len(view) <= CHUNK_BYTES:
+            row = ArtifactRow(
+                0, version.mime_type, version.metadata, time.time(), version.part, sha, len(view)
+            )
+            async with self.store.autocommit() as conn:
+                return await sql.save_whole(conn, key, row, bytes(view))
         for attempt in range(_SAVE_ATTEMPTS):
             try:
                 async with self.store.transaction(write=True) as conn:
