@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, delete, func, insert, select, update
+from sqlalchemy import and_, bindparam, delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..schema import artifact_chunks, artifact_contents, artifacts
@@ -100,11 +100,44 @@ def _of_user(table: Any, app_name: str, user_id: str) -> Any:
     return and_(table.c.app_name == app_name, table.c.user_id == user_id)
 
 
+def _address() -> Any:
+    """An artifact's address as bound parameters (``app_name``, ``user_id``,
+    ``session_id``, ``filename``)."""
+    return and_(
+        artifacts.c.app_name == bindparam("app_name"),
+        artifacts.c.user_id == bindparam("user_id"),
+        artifacts.c.session_id == bindparam("session_id"),
+        artifacts.c.filename == bindparam("filename"),
+    )
+
+
+def _address_of(key: ArtifactKey) -> dict[str, Any]:
+    return {
+        "app_name": key.app_name,
+        "user_id": key.user_id,
+        "session_id": key.session_id,
+        "filename": key.filename,
+    }
+
+
+# Statements of the hot paths, built once (building one costs about as much as running
+# it), with bound parameters.
+_NEWEST_VERSION = select(func.max(artifacts.c.version)).where(_address())
+_LOCK_CONTENT = (
+    select(artifact_contents.c.size)
+    .where(
+        artifact_contents.c.app_name == bindparam("app_name"),
+        artifact_contents.c.user_id == bindparam("user_id"),
+        artifact_contents.c.sha256 == bindparam("sha256"),
+    )
+    .with_for_update()
+)
+
+
 async def next_version(conn: AsyncConnection, key: ArtifactKey) -> int:
     """The version a new save of ``key`` gets: one past the newest stored, 0 for none
     (as ADK's in-memory service: after ``delete_artifact``, versions start at 0 again)."""
-    stmt = select(func.max(artifacts.c.version)).where(key.where())
-    newest = (await conn.execute(stmt)).scalar()
+    newest = (await conn.execute(_NEWEST_VERSION, _address_of(key))).scalar()
     return 0 if newest is None else int(newest) + 1
 
 
@@ -112,19 +145,17 @@ async def insert_version(conn: AsyncConnection, key: ArtifactKey, row: ArtifactR
     """Store one version. Raises ``sqlalchemy.exc.IntegrityError`` when another save
     took that version first."""
     await conn.execute(
-        insert(artifacts).values(
-            app_name=key.app_name,
-            user_id=key.user_id,
-            session_id=key.session_id,
-            filename=key.filename,
-            version=row.version,
-            mime_type=row.mime_type,
-            custom_metadata=row.custom_metadata,
-            create_time=row.create_time,
-            part=row.part,
-            content_sha256=row.content_sha256,
-            size=row.size,
-        )
+        insert(artifacts),
+        {
+            **_address_of(key),
+            "version": row.version,
+            "mime_type": row.mime_type,
+            "custom_metadata": row.custom_metadata,
+            "create_time": row.create_time,
+            "part": row.part,
+            "content_sha256": row.content_sha256,
+            "size": row.size,
+        },
     )
 
 
@@ -150,19 +181,26 @@ async def read_version_bytes(
     if conn.dialect.name == "sqlite":
         rows: Sequence[Any] = await run_batch(conn, _sqlite_read, key, version)
     else:
-        rows = (await conn.execute(_read_statement(key, version))).all()
+        params = _address_of(key)
+        if version is None:
+            rows = (await conn.execute(_READ_NEWEST, params)).all()
+        else:
+            rows = (await conn.execute(_READ_VERSION, {**params, "version": version})).all()
     if not rows:
         return None
     pieces = [bytes(row[-1]) for row in rows if row[-1] is not None]
     return ArtifactRow(*rows[0][:-1]), pieces
 
 
-def _read_statement(key: ArtifactKey, version: int | None) -> Any:
-    """:func:`read_version_bytes`'s statement, as SQLAlchemy Core."""
-    if version is None:
-        number: Any = select(func.max(artifacts.c.version)).where(key.where()).scalar_subquery()
+def _read_statement(newest: bool) -> Any:
+    """:func:`read_version_bytes`'s statement, as SQLAlchemy Core, with the address
+    and version as bound parameters (built once: building it costs more than running
+    it)."""
+    address = _address()
+    if newest:
+        number: Any = select(func.max(artifacts.c.version)).where(address).scalar_subquery()
     else:
-        number = version
+        number = bindparam("version")
     chunk_of = and_(
         artifact_chunks.c.app_name == artifacts.c.app_name,
         artifact_chunks.c.user_id == artifacts.c.user_id,
@@ -171,9 +209,12 @@ def _read_statement(key: ArtifactKey, version: int | None) -> Any:
     return (
         select(*_ROW, artifact_chunks.c.data)
         .select_from(artifacts.outerjoin(artifact_chunks, chunk_of))
-        .where(key.where(), artifacts.c.version == number)
+        .where(address, artifacts.c.version == number)
         .order_by(artifact_chunks.c.seq)
     )
+
+
+_READ_NEWEST, _READ_VERSION = _read_statement(True), _read_statement(False)
 
 
 _SQLITE_READ = (
@@ -242,12 +283,8 @@ async def delete_version(conn: AsyncConnection, key: ArtifactKey, version: int) 
 async def lock_content(conn: AsyncConnection, app_name: str, user_id: str, sha256: str) -> bool:
     """Lock the user's content ``sha256`` until the transaction ends; whether it
     exists (whole: its chunks are written before its row)."""
-    stmt = (
-        select(artifact_contents.c.size)
-        .where(_of_user(artifact_contents, app_name, user_id), artifact_contents.c.sha256 == sha256)
-        .with_for_update()
-    )
-    return (await conn.execute(stmt)).first() is not None
+    params = {"app_name": app_name, "user_id": user_id, "sha256": sha256}
+    return (await conn.execute(_LOCK_CONTENT, params)).first() is not None
 
 
 async def insert_content(
@@ -255,9 +292,14 @@ async def insert_content(
 ) -> None:
     """Record a content whose chunks are written."""
     await conn.execute(
-        insert(artifact_contents).values(
-            app_name=app_name, user_id=user_id, sha256=sha256, size=size, chunk_count=chunks
-        )
+        insert(artifact_contents),
+        {
+            "app_name": app_name,
+            "user_id": user_id,
+            "sha256": sha256,
+            "size": size,
+            "chunk_count": chunks,
+        },
     )
 
 
