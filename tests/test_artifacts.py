@@ -20,6 +20,7 @@ from google.genai import types
 
 from adk_sqlstore.adk import SqlArtifactService
 from adk_sqlstore.errors import InvalidArtifactError
+from adk_sqlstore.sql.artifacts import CHUNK_BYTES
 
 from .conftest import examples
 
@@ -522,3 +523,40 @@ def test_export_and_import_carry_artifacts(
     refused = cli("import", str(dump), "--url", fresh, "--replace", code=1)
     assert "are not the ones it was saved with" in refused
     assert run_sync(snapshot(fresh)) == run_sync(snapshot(db_url))
+
+
+async def test_saves_of_one_artifact_at_once_each_get_a_version(db_url: str) -> None:
+    """Four services (four engines: four connections at once) saving one filename
+    together, bytes of one chunk, of two chunks, the same bytes, and text: every save
+    gets its own version (0 to 31, none lost or shared), each loading what it saved."""
+    import asyncio
+
+    services = [SqlArtifactService.from_url(db_url) for _ in range(4)]
+    big = b"\x01" * (CHUNK_BYTES + 10)
+    where: dict[str, Any] = {
+        "app_name": APP,
+        "user_id": "u1",
+        "session_id": "s1",
+        "filename": "race.bin",
+    }
+
+    def part(n: int) -> types.Part:
+        kinds = [
+            _blob(b"small %d" % n),
+            _blob(big[:-4] + n.to_bytes(4, "big")),
+            _blob(b"the same bytes"),
+            types.Part(text=f"text {n}"),
+        ]
+        return kinds[n % 4]
+
+    try:
+        saved = await asyncio.gather(
+            *(services[n % 4].save_artifact(**where, artifact=part(n)) for n in range(32))
+        )
+        assert sorted(saved) == list(range(32))
+        for n, version in enumerate(saved):
+            got = await services[0].load_artifact(**where, version=version)
+            assert got == part(n), (n, version)
+    finally:
+        for service in services:
+            await service.close()

@@ -18,11 +18,18 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from .errors import AdkSqlStoreError, DatabaseUnavailableError, PoolTimeoutError
 from .urls import redact_url
 
-__all__ = ["database_error", "database_errors", "driver_error", "is_unique_violation"]
+__all__ = [
+    "database_error",
+    "database_errors",
+    "driver_error",
+    "is_deadlock",
+    "is_unique_violation",
+]
 
 
 _DRIVER_PACKAGES = frozenset({"asyncpg", "aiosqlite", "sqlite3", "asyncmy"})
 _MYSQL_DUPLICATE_KEY = frozenset({1062, 1586})  # ER_DUP_ENTRY, ER_DUP_ENTRY_WITH_KEY_NAME
+_MYSQL_DEADLOCK = 1213  # ER_LOCK_DEADLOCK
 
 
 def driver_error(engine: AsyncEngine, exc: BaseException) -> DatabaseUnavailableError | None:
@@ -126,6 +133,22 @@ def is_unique_violation(exc: IntegrityError) -> bool:
         return bool(sqlstate == "23505")
     message = str(orig)
     return "UNIQUE constraint failed" in message or "PRIMARY KEY must be unique" in message
+
+
+def is_deadlock(exc: BaseException) -> bool:
+    """Whether ``exc`` (a typed error, with the driver's chained) is the server ending a
+    transaction to break a deadlock, which the transaction may simply run again:
+    SQLSTATE 40P01 on PostgreSQL, error 1213 (``ER_LOCK_DEADLOCK``) on MySQL and
+    MariaDB (SQLite takes its write lock up front and has none)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        orig = getattr(seen, "orig", None)
+        if orig is not None:
+            if type(orig).__module__.partition(".")[0] == "asyncmy":
+                return bool(orig.args and orig.args[0] == _MYSQL_DEADLOCK)
+            return getattr(orig, "sqlstate", None) == "40P01"
+        seen = seen.__cause__
+    return False
 
 
 # What a failure most likely means, by the driver's exception (its class name, as the

@@ -12,18 +12,20 @@ any other to one session, which must be given.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import math
+import random
 import time
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError
-
-from ..errors import InvalidArgumentError, InvalidArtifactError
+from ..errors import DatabaseUnavailableError, InvalidArgumentError, InvalidArtifactError
+from ..failures import is_deadlock
+from ..sql import artifact_paths
 from ..sql import artifacts as sql
 from ..sql.artifacts import CHUNK_BYTES, PENDING_PREFIX, ArtifactKey, ArtifactRow
 from ..store import Store, finish_before_cancel
@@ -41,7 +43,26 @@ DEFAULT_MAX_ARTIFACT_BYTES = 1 << 30
 """Largest artifact accepted by default (1 GiB of bytes); ``max_artifact_bytes`` of the
 service changes it."""
 _CHUNKS_PER_STATEMENT = 4  # 4 MiB a statement: MySQL's default packet is 16 MiB
-_SAVE_ATTEMPTS = 5  # a save that lost its version number to another save tries again
+_SAVE_ATTEMPTS = 10  # a save that lost its version number to another save tries again
+
+
+class _VersionTaken(DatabaseUnavailableError):
+    """Saves of one artifact at once kept taking the version number a save wanted (or
+    storing the same new bytes): raised after :data:`_SAVE_ATTEMPTS` tries."""
+
+
+async def _retrying(attempt: Callable[[], Awaitable[int]]) -> int:
+    """``attempt()`` again (after a short random pause) while another save takes the
+    version number it wanted, or the server ends it to break a deadlock with another
+    save (MySQL, storing the same new bytes at once); the version it got."""
+    for n in range(_SAVE_ATTEMPTS):
+        try:
+            return await attempt()
+        except DatabaseUnavailableError as exc:
+            if n == _SAVE_ATTEMPTS - 1 or not (isinstance(exc, _VersionTaken) or is_deadlock(exc)):
+                raise
+            await asyncio.sleep(random.uniform(0, 0.002) * (n + 1))
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def artifact_key(app_name: str, user_id: str, filename: str, session_id: str | None) -> ArtifactKey:
@@ -330,55 +351,50 @@ class ArtifactStorage:
         self, key: ArtifactKey, version: _Version, pending: str, sha: str, size: int
     ) -> int:
         count = math.ceil(size / CHUNK_BYTES)
-        for attempt in range(_SAVE_ATTEMPTS):
-            try:
-                async with self.store.transaction(write=True) as conn:
-                    if await sql.lock_content(conn, key.app_name, key.user_id, sha):
-                        await sql.delete_chunks(conn, key.app_name, key.user_id, pending)
-                    else:
-                        await sql.rename_chunks(conn, key.app_name, key.user_id, pending, sha)
-                        await sql.insert_content(conn, key.app_name, key.user_id, sha, size, count)
-                    return await self._add_version(conn, key, version, sha, size)
-            except IntegrityError:  # another save took the version: a new one
-                if attempt == _SAVE_ATTEMPTS - 1:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        async def attempt() -> int:
+            async with self.store.transaction(write=True, on_duplicate=_VersionTaken) as conn:
+                if await sql.lock_content(conn, key.app_name, key.user_id, sha):
+                    await sql.delete_chunks(conn, key.app_name, key.user_id, pending)
+                else:
+                    await sql.rename_chunks(conn, key.app_name, key.user_id, pending, sha)
+                    await sql.insert_content(conn, key.app_name, key.user_id, sha, size, count)
+                return await self._add_version(conn, key, version, sha, size)
+
+        return await _retrying(attempt)
 
     async def _save_bytes(
         self, key: ArtifactKey, version: _Version, sha: str, view: memoryview
     ) -> int:
-        if self.store.engine.dialect.name == "sqlite" and len(view) <= CHUNK_BYTES:
+        if self.store.engine.dialect.name in ("sqlite", "postgresql") and len(view) <= CHUNK_BYTES:
             row = ArtifactRow(
                 0, version.mime_type, version.metadata, time.time(), version.part, sha, len(view)
             )
-            async with self.store.autocommit() as conn:
-                return await sql.save_whole(conn, key, row, bytes(view))
-        for attempt in range(_SAVE_ATTEMPTS):
-            try:
-                async with self.store.transaction(write=True) as conn:
-                    if not await sql.lock_content(conn, key.app_name, key.user_id, sha):
-                        count = 0
-                        for batch in _batches(view):
-                            await sql.insert_chunks(conn, key.app_name, key.user_id, sha, batch)
-                            count += len(batch)
-                        await sql.insert_content(
-                            conn, key.app_name, key.user_id, sha, len(view), count
-                        )
-                    return await self._add_version(conn, key, version, sha, len(view))
-            except IntegrityError:
-                if attempt == _SAVE_ATTEMPTS - 1:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
+
+            async def one_round_trip() -> int:
+                async with self.store.autocommit(on_duplicate=_VersionTaken) as conn:
+                    return await artifact_paths.save_whole(conn, key, row, bytes(view))
+
+            return await _retrying(one_round_trip)
+
+        async def attempt() -> int:
+            async with self.store.transaction(write=True, on_duplicate=_VersionTaken) as conn:
+                if not await sql.lock_content(conn, key.app_name, key.user_id, sha):
+                    count = 0
+                    for batch in _batches(view):
+                        await sql.insert_chunks(conn, key.app_name, key.user_id, sha, batch)
+                        count += len(batch)
+                    await sql.insert_content(conn, key.app_name, key.user_id, sha, len(view), count)
+                return await self._add_version(conn, key, version, sha, len(view))
+
+        return await _retrying(attempt)
 
     async def _save_version(self, key: ArtifactKey, version: _Version) -> int:
-        for attempt in range(_SAVE_ATTEMPTS):
-            try:
-                async with self.store.transaction(write=True) as conn:
-                    return await self._add_version(conn, key, version, None, None)
-            except IntegrityError:
-                if attempt == _SAVE_ATTEMPTS - 1:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
+        async def attempt() -> int:
+            async with self.store.transaction(write=True, on_duplicate=_VersionTaken) as conn:
+                return await self._add_version(conn, key, version, None, None)
+
+        return await _retrying(attempt)
 
     @staticmethod
     async def _add_version(
@@ -440,7 +456,7 @@ class ArtifactStorage:
         """A version's record and its bytes, whole, read in one statement; ``None``
         when there is no such version."""
         async with self.store.autocommit() as conn:
-            found = await sql.read_version_bytes(conn, key, version)
+            found = await artifact_paths.read_version_bytes(conn, key, version)
         if found is None:
             return None
         row, pieces = found

@@ -18,13 +18,15 @@ from sqlalchemy import and_, bindparam, delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..schema import artifact_chunks, artifact_contents, artifacts
-from .sqlite_thread import execute, fetch_one, rollback_quietly, run_batch
 
 __all__ = [
     "CHUNK_BYTES",
     "PENDING_PREFIX",
+    "VERSION_COLUMNS",
     "ArtifactKey",
     "ArtifactRow",
+    "address_clause",
+    "address_params",
     "collect_contents",
     "delete_artifact",
     "delete_chunks",
@@ -38,9 +40,7 @@ __all__ = [
     "next_version",
     "read_chunks",
     "read_version",
-    "read_version_bytes",
     "rename_chunks",
-    "save_whole",
 ]
 
 CHUNK_BYTES = 1 << 20
@@ -85,7 +85,7 @@ class ArtifactRow:
     size: int | None
 
 
-_ROW = (
+VERSION_COLUMNS = (
     artifacts.c.version,
     artifacts.c.mime_type,
     artifacts.c.custom_metadata,
@@ -100,7 +100,7 @@ def _of_user(table: Any, app_name: str, user_id: str) -> Any:
     return and_(table.c.app_name == app_name, table.c.user_id == user_id)
 
 
-def _address() -> Any:
+def address_clause() -> Any:
     """An artifact's address as bound parameters (``app_name``, ``user_id``,
     ``session_id``, ``filename``)."""
     return and_(
@@ -111,7 +111,7 @@ def _address() -> Any:
     )
 
 
-def _address_of(key: ArtifactKey) -> dict[str, Any]:
+def address_params(key: ArtifactKey) -> dict[str, Any]:
     return {
         "app_name": key.app_name,
         "user_id": key.user_id,
@@ -122,7 +122,7 @@ def _address_of(key: ArtifactKey) -> dict[str, Any]:
 
 # Statements of the hot paths, built once (building one costs about as much as running
 # it), with bound parameters.
-_NEWEST_VERSION = select(func.max(artifacts.c.version)).where(_address())
+_NEWEST_VERSION = select(func.max(artifacts.c.version)).where(address_clause())
 _LOCK_CONTENT = (
     select(artifact_contents.c.size)
     .where(
@@ -137,7 +137,7 @@ _LOCK_CONTENT = (
 async def next_version(conn: AsyncConnection, key: ArtifactKey) -> int:
     """The version a new save of ``key`` gets: one past the newest stored, 0 for none
     (as ADK's in-memory service: after ``delete_artifact``, versions start at 0 again)."""
-    newest = (await conn.execute(_NEWEST_VERSION, _address_of(key))).scalar()
+    newest = (await conn.execute(_NEWEST_VERSION, address_params(key))).scalar()
     return 0 if newest is None else int(newest) + 1
 
 
@@ -147,7 +147,7 @@ async def insert_version(conn: AsyncConnection, key: ArtifactKey, row: ArtifactR
     await conn.execute(
         insert(artifacts),
         {
-            **_address_of(key),
+            **address_params(key),
             "version": row.version,
             "mime_type": row.mime_type,
             "custom_metadata": row.custom_metadata,
@@ -163,7 +163,7 @@ async def read_version(
     conn: AsyncConnection, key: ArtifactKey, version: int | None
 ) -> ArtifactRow | None:
     """The version ``version`` of ``key`` (``None``: the newest), or ``None``."""
-    stmt = select(*_ROW).where(key.where())
+    stmt = select(*VERSION_COLUMNS).where(key.where())
     if version is None:
         stmt = stmt.order_by(artifacts.c.version.desc()).limit(1)
     else:
@@ -172,79 +172,9 @@ async def read_version(
     return None if found is None else ArtifactRow(*found)
 
 
-async def read_version_bytes(
-    conn: AsyncConnection, key: ArtifactKey, version: int | None
-) -> tuple[ArtifactRow, list[bytes]] | None:
-    """The version ``version`` of ``key`` (``None``: the newest) and its chunks in
-    order, in one statement (atomic without a transaction), or ``None``. On SQLite
-    it runs as a batch in aiosqlite's thread (one hop)."""
-    if conn.dialect.name == "sqlite":
-        rows: Sequence[Any] = await run_batch(conn, _sqlite_read, key, version)
-    else:
-        params = _address_of(key)
-        if version is None:
-            rows = (await conn.execute(_READ_NEWEST, params)).all()
-        else:
-            rows = (await conn.execute(_READ_VERSION, {**params, "version": version})).all()
-    if not rows:
-        return None
-    pieces = [bytes(row[-1]) for row in rows if row[-1] is not None]
-    return ArtifactRow(*rows[0][:-1]), pieces
-
-
-def _read_statement(newest: bool) -> Any:
-    """:func:`read_version_bytes`'s statement, as SQLAlchemy Core, with the address
-    and version as bound parameters (built once: building it costs more than running
-    it)."""
-    address = _address()
-    if newest:
-        number: Any = select(func.max(artifacts.c.version)).where(address).scalar_subquery()
-    else:
-        number = bindparam("version")
-    chunk_of = and_(
-        artifact_chunks.c.app_name == artifacts.c.app_name,
-        artifact_chunks.c.user_id == artifacts.c.user_id,
-        artifact_chunks.c.sha256 == artifacts.c.content_sha256,
-    )
-    return (
-        select(*_ROW, artifact_chunks.c.data)
-        .select_from(artifacts.outerjoin(artifact_chunks, chunk_of))
-        .where(address, artifacts.c.version == number)
-        .order_by(artifact_chunks.c.seq)
-    )
-
-
-_READ_NEWEST, _READ_VERSION = _read_statement(True), _read_statement(False)
-
-
-_SQLITE_READ = (
-    "SELECT v.version, v.mime_type, v.custom_metadata, v.create_time, v.part,"
-    f" v.content_sha256, v.size, c.data FROM {artifacts.name} AS v"
-    f" LEFT OUTER JOIN {artifact_chunks.name} AS c ON c.app_name = v.app_name"
-    " AND c.user_id = v.user_id AND c.sha256 = v.content_sha256"
-    " WHERE v.app_name = ? AND v.user_id = ? AND v.session_id = ? AND v.filename = ?"
-    " AND v.version = {version} ORDER BY c.seq"
-)
-_SQLITE_NEWEST = (
-    f"(SELECT max(version) FROM {artifacts.name} WHERE app_name = ? AND user_id = ?"
-    " AND session_id = ? AND filename = ?)"
-)
-
-
-def _sqlite_read(db: Any, key: ArtifactKey, version: int | None) -> list[tuple[Any, ...]]:
-    """:func:`read_version_bytes`'s statement, on SQLite's own connection."""
-    address = (key.app_name, key.user_id, key.session_id, key.filename)
-    if version is None:
-        statement = _SQLITE_READ.format(version=_SQLITE_NEWEST)
-        params: tuple[Any, ...] = (*address, *address)
-    else:
-        statement, params = _SQLITE_READ.format(version="?"), (*address, version)
-    return [tuple(row) for row in execute(db, statement, params).fetchall()]
-
-
 async def list_versions(conn: AsyncConnection, key: ArtifactKey) -> list[ArtifactRow]:
     """Every stored version of ``key``, oldest first."""
-    stmt = select(*_ROW).where(key.where()).order_by(artifacts.c.version)
+    stmt = select(*VERSION_COLUMNS).where(key.where()).order_by(artifacts.c.version)
     return [ArtifactRow(*row) for row in (await conn.execute(stmt)).all()]
 
 
@@ -381,67 +311,3 @@ async def collect_contents(
         )
         deleted += 1
     return deleted
-
-
-async def save_whole(
-    conn: AsyncConnection, key: ArtifactKey, row: ArtifactRow, data: bytes | None
-) -> int:
-    """SQLite: store ``row`` as the next version of ``key``, with its bytes ``data``
-    (at most one chunk; stored unless the user has them already), in one transaction
-    run as one batch in aiosqlite's thread (one hop, where each statement through
-    SQLAlchemy's adapter is one); the version number it got. ``conn`` must be outside
-    any transaction (``Store.autocommit``)."""
-    assert data is None or len(data) <= CHUNK_BYTES
-    return await run_batch(conn, _sqlite_save, key, row, data)
-
-
-def _sqlite_save(db: Any, key: ArtifactKey, row: ArtifactRow, data: bytes | None) -> int:
-    user = (key.app_name, key.user_id)
-    execute(db, "BEGIN IMMEDIATE")
-    try:
-        if row.content_sha256 is not None and data is not None:
-            held = fetch_one(
-                db,
-                f"SELECT 1 FROM {artifact_contents.name}"
-                " WHERE app_name = ? AND user_id = ? AND sha256 = ?",
-                (*user, row.content_sha256),
-            )
-            if held is None:
-                if data:
-                    execute(
-                        db,
-                        f"INSERT INTO {artifact_chunks.name}"
-                        " (app_name, user_id, sha256, seq, data) VALUES (?, ?, ?, 0, ?)",
-                        (*user, row.content_sha256, data),
-                    )
-                execute(
-                    db,
-                    f"INSERT INTO {artifact_contents.name}"
-                    " (app_name, user_id, sha256, size, chunk_count) VALUES (?, ?, ?, ?, ?)",
-                    (*user, row.content_sha256, len(data), 1 if data else 0),
-                )
-        where = "app_name = ? AND user_id = ? AND session_id = ? AND filename = ?"
-        address = (*user, key.session_id, key.filename)
-        newest = fetch_one(db, f"SELECT max(version) FROM {artifacts.name} WHERE {where}", address)
-        version = 0 if newest is None or newest[0] is None else int(newest[0]) + 1
-        execute(
-            db,
-            f"INSERT INTO {artifacts.name} (app_name, user_id, session_id, filename, version,"
-            " mime_type, custom_metadata, create_time, part, content_sha256, size)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                *address,
-                version,
-                row.mime_type,
-                row.custom_metadata,
-                row.create_time,
-                row.part,
-                row.content_sha256,
-                row.size,
-            ),
-        )
-        execute(db, "COMMIT")
-        return version
-    except BaseException:
-        rollback_quietly(db)
-        raise
