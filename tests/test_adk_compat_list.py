@@ -9,6 +9,10 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
+from .conftest import IN_CI
+
 TESTS = Path(__file__).parent
 LIST = TESTS.parent / "docs" / "adk-compatibility.md"
 COMPAT_FILES = ("test_adk_compat_sessions.py", "test_adk_compat_memory.py")
@@ -54,3 +58,21 @@ def test_every_compatibility_test_names_an_upstream_test_of_the_list() -> None:
                 cited = set(re.findall(r"\btest_\w+", doc)) & upstream
                 beyond = "Beyond upstream" in doc
                 assert cited or beyond, f"{file}::{node.name} names no upstream test of the list"
+
+
+def test_the_list_is_of_the_installed_google_adk() -> None:
+    """The list names the google-adk version whose tests it maps; a run with another
+    minor version installed fails in CI (an upgrade refreshes the list and the tests
+    in the same change) and skips elsewhere (a user's newer ADK)."""
+    adk = pytest.importorskip("google.adk", reason="the adk extra is not installed")
+    listed = re.search(r"google-adk\s+\*\*(\d+\.\d+)\*\*", LIST.read_text(encoding="utf-8"))
+    assert listed, "docs/adk-compatibility.md names no google-adk version"
+    installed = ".".join(adk.__version__.split(".")[:2])
+    if installed != listed.group(1):
+        message = (
+            f"docs/adk-compatibility.md maps google-adk {listed.group(1)}'s tests;"
+            f" {adk.__version__} is installed: refresh the list and the tests"
+        )
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
