@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import traceback
 from typing import Any
 
 import asyncpg
@@ -115,14 +116,14 @@ def test_loops_closed_without_asyncio_run_close_their_connections(db_url: str) -
     collector (the suite turns its ResourceWarning into an error)."""
     sessions = SqlSessionService.from_url(db_url)
     memory = SqlMemoryService(sessions.engine)
-    failures: list[BaseException] = []
+    failures: list[str] = []
 
     def in_thread(n: int) -> None:
         loop = asyncio.new_event_loop()
         try:
             loop.run_until_complete(_work(sessions, memory, f"closed-{n}"))
-        except BaseException as exc:  # reported below
-            failures.append(exc)
+        except BaseException:  # reported below, with where it came from
+            failures.append(traceback.format_exc())
         finally:
             loop.close()
 

@@ -14,14 +14,17 @@ import asyncio
 import contextlib
 import copy
 import threading
+import time
 import weakref
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import event
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.util import await_only
 
 from .drivers import (
     READ_OPTION,
@@ -261,6 +264,52 @@ def _finalize_on_close(
         loop.close = close  # type: ignore[method-assign]
 
 
+_FIRST_USE = threading.Lock()
+_DIALECT_READY = "_adk_sqlstore_dialect_ready"
+_DIALECT_WAIT = 30.0  # seconds a first connection waits for another's initialization
+
+
+def _wait_for_dialect_initialization(engine: AsyncEngine) -> None:
+    """Make every first connection of ``engine``'s pools (its twins' included) wait
+    until the dialect is initialized.
+
+    SQLAlchemy initializes a dialect (server version, default schema, SQL mode) on the
+    first connection of the engine, once: a second connection made meanwhile skips it
+    and goes on with the dialect half-initialized. Within one event loop that is rare;
+    with twins in several loops (threads with loops of their own, each making its first
+    connection at once) it is the rule, and on MySQL a query then fails inside
+    SQLAlchemy (``assert schema is not None`` in ``has_table``). A connection that
+    finds the initialization begun elsewhere now waits for it (polling, without
+    blocking its loop), up to 30 seconds.
+    """
+    sync = engine.sync_engine
+    dialect = sync.dialect
+    if _DIALECT_READY in dialect.__dict__:
+        return
+    ready = threading.Event()
+    dialect.__dict__[_DIALECT_READY] = ready
+    if getattr(dialect, "server_version_info", None) is not None:
+        ready.set()  # initialized already: the engine was used before it came here
+    else:
+        initialize = dialect.initialize
+
+        def initialize_then_tell(connection: Any) -> None:
+            initialize(connection)
+            ready.set()
+
+        dialect.initialize = initialize_then_tell  # type: ignore[method-assign]
+
+    def wait_until_ready(_dbapi_connection: Any, _record: Any) -> None:
+        # Runs after SQLAlchemy's own first-connect listener (registered before it).
+        if ready.is_set():
+            return
+        deadline = time.monotonic() + _DIALECT_WAIT
+        while not ready.is_set() and time.monotonic() < deadline:
+            await_only(asyncio.sleep(0.005))
+
+    event.listen(sync.pool, "connect", wait_until_ready)
+
+
 def engine_for_loop(engine: AsyncEngine) -> AsyncEngine:
     """``engine``, or its twin for the running event loop.
 
@@ -278,7 +327,13 @@ def engine_for_loop(engine: AsyncEngine) -> AsyncEngine:
     except RuntimeError:  # no loop running: nothing to choose between
         return engine
     sync = engine.sync_engine
-    state: _Loops = sync.__dict__.setdefault(_LOOPS, _Loops())
+    state: _Loops | None = sync.__dict__.get(_LOOPS)
+    if state is None:
+        with _FIRST_USE:
+            state = sync.__dict__.get(_LOOPS)
+            if state is None:
+                _wait_for_dialect_initialization(engine)
+                state = sync.__dict__[_LOOPS] = _Loops()
     with state.lock:
         home = state.home() if state.home is not None else None
         if home is loop:
