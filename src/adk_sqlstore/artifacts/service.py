@@ -43,7 +43,7 @@ DEFAULT_MAX_ARTIFACT_BYTES = 1 << 30
 """Largest artifact accepted by default (1 GiB of bytes); ``max_artifact_bytes`` of the
 service changes it."""
 _CHUNKS_PER_STATEMENT = 4  # 4 MiB a statement: MySQL's default packet is 16 MiB
-_SAVE_ATTEMPTS = 10  # a save that lost its version number to another save tries again
+_SAVE_ATTEMPTS = 50  # a save that lost its version number to another save tries again
 
 
 class _VersionTaken(DatabaseUnavailableError):
@@ -52,7 +52,7 @@ class _VersionTaken(DatabaseUnavailableError):
 
 
 async def _retrying(attempt: Callable[[], Awaitable[int]]) -> int:
-    """``attempt()`` again (after a short random pause) while another save takes the
+    """``attempt()`` again (after a random pause, growing to 64 ms) while another save takes the
     version number it wanted, or the server ends it to break a deadlock with another
     save (MySQL, storing the same new bytes at once); the version it got."""
     for n in range(_SAVE_ATTEMPTS):
@@ -61,7 +61,7 @@ async def _retrying(attempt: Callable[[], Awaitable[int]]) -> int:
         except DatabaseUnavailableError as exc:
             if n == _SAVE_ATTEMPTS - 1 or not (isinstance(exc, _VersionTaken) or is_deadlock(exc)):
                 raise
-            await asyncio.sleep(random.uniform(0, 0.002) * (n + 1))
+            await asyncio.sleep(random.uniform(0, 0.001) * min(2**n, 64))  # at most 64 ms
     raise AssertionError("unreachable")  # pragma: no cover
 
 
