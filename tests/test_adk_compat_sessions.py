@@ -15,6 +15,7 @@ layers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import time
 from collections.abc import AsyncIterator
@@ -367,7 +368,7 @@ async def empty_sqlite(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncI
 
 def _tables(url: str) -> set[str]:
     """The tables in the SQLite file of ``url``."""
-    with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
+    with contextlib.closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn:
         return {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
 
 
