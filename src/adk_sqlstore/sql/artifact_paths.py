@@ -99,9 +99,7 @@ def _sqlite_read(db: Any, key: ArtifactKey, version: int | None) -> list[tuple[A
     return [tuple(row) for row in execute(db, statement, params).fetchall()]
 
 
-async def save_whole(
-    conn: AsyncConnection, key: ArtifactKey, row: ArtifactRow, data: bytes | None
-) -> int:
+async def save_whole(conn: AsyncConnection, key: ArtifactKey, row: ArtifactRow, data: bytes) -> int:
     """Store ``row`` as the next version of ``key``, with its bytes ``data`` (at most
     one chunk; stored unless the user has them already), atomically in one round trip
     (SQLite and PostgreSQL only); the version number it got. ``conn`` must be outside
@@ -110,7 +108,7 @@ async def save_whole(
     Raises:
         sqlalchemy.exc.IntegrityError: another save took that version first.
     """
-    assert data is not None and len(data) <= CHUNK_BYTES and row.content_sha256 is not None
+    assert len(data) <= CHUNK_BYTES and row.content_sha256 is not None
     if conn.dialect.name == "postgresql":
         params = {
             **address_params(key),
@@ -154,31 +152,30 @@ RETURNING version
 ).bindparams(bindparam("data", type_=LargeBinary), bindparam("chunk_count", type_=Integer))
 
 
-def _sqlite_save(db: Any, key: ArtifactKey, row: ArtifactRow, data: bytes | None) -> int:
+def _sqlite_save(db: Any, key: ArtifactKey, row: ArtifactRow, data: bytes) -> int:
     user = (key.app_name, key.user_id)
     execute(db, "BEGIN IMMEDIATE")
     try:
-        if row.content_sha256 is not None and data is not None:
-            held = fetch_one(
-                db,
-                f"SELECT 1 FROM {artifact_contents.name}"
-                " WHERE app_name = ? AND user_id = ? AND sha256 = ?",
-                (*user, row.content_sha256),
-            )
-            if held is None:
-                if data:
-                    execute(
-                        db,
-                        f"INSERT INTO {artifact_chunks.name}"
-                        " (app_name, user_id, sha256, seq, data) VALUES (?, ?, ?, 0, ?)",
-                        (*user, row.content_sha256, data),
-                    )
+        held = fetch_one(
+            db,
+            f"SELECT 1 FROM {artifact_contents.name}"
+            " WHERE app_name = ? AND user_id = ? AND sha256 = ?",
+            (*user, row.content_sha256),
+        )
+        if held is None:
+            if data:
                 execute(
                     db,
-                    f"INSERT INTO {artifact_contents.name}"
-                    " (app_name, user_id, sha256, size, chunk_count) VALUES (?, ?, ?, ?, ?)",
-                    (*user, row.content_sha256, len(data), 1 if data else 0),
+                    f"INSERT INTO {artifact_chunks.name}"
+                    " (app_name, user_id, sha256, seq, data) VALUES (?, ?, ?, 0, ?)",
+                    (*user, row.content_sha256, data),
                 )
+            execute(
+                db,
+                f"INSERT INTO {artifact_contents.name}"
+                " (app_name, user_id, sha256, size, chunk_count) VALUES (?, ?, ?, ?, ?)",
+                (*user, row.content_sha256, len(data), 1 if data else 0),
+            )
         where = "app_name = ? AND user_id = ? AND session_id = ? AND filename = ?"
         address = (*user, key.session_id, key.filename)
         newest = fetch_one(db, f"SELECT max(version) FROM {artifacts.name} WHERE {where}", address)
