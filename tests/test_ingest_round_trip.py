@@ -15,8 +15,7 @@ import pytest
 from sqlalchemy import event, text
 
 from adk_sqlstore import Event, MemoryEntry, Session, SqlMemoryService, SqlSessionService
-from adk_sqlstore.memory import ingestion
-from adk_sqlstore.memory import service as service_module
+from adk_sqlstore.memory import ingestion, writing
 from adk_sqlstore.sql import memory as sql_memory
 
 from .conftest import PostgresFactory
@@ -151,7 +150,7 @@ async def test_one_round_trip_leaves_what_the_transaction_leaves(
     fast = await _scenario(fast_url)
     with monkeypatch.context() as patched:
         patched.setattr(ingestion, "one_round_trip", lambda dialect, rows: False)
-        patched.setattr(service_module, "one_round_trip", lambda dialect, rows: False)
+        patched.setattr(writing, "one_round_trip", lambda dialect, rows: False)
         slow = await _scenario(slow_url)
         patched.setattr(sql_memory, "PG_ARRAY_ROWS", 2)
         chunked = await _scenario(chunked_url)
@@ -192,15 +191,15 @@ async def test_each_write_is_one_statement(db_url: str) -> None:
             event.remove(engine, "before_cursor_execute", listener)
     assert (report.events, report.deleted) == (4, 0)
     dialect = sessions.store.engine.dialect.name
-    if dialect == "postgresql":
-        assert [s.split()[0] for s in statements] == ["WITH", "WITH", "INSERT"]
-    elif dialect == "mysql":  # a transaction each, the user's statistics row locked
-        # first: the session locked, its ids, the rows, the record; the memory of the
-        # event without text deleted, the row; the row
+    if dialect == "postgresql":  # each takes the user lock in a WITH of its own
+        assert [s.split()[0] for s in statements] == ["WITH", "WITH", "WITH"]
+    elif dialect == "mysql":  # a transaction each, the user's row locked first: the
+        # session locked, its ids, the rows, the record; the memory of the event
+        # without text deleted, the row; the row
         assert [s.split()[0] for s in statements] == [
-            *("INSERT", "SELECT", "SELECT", "INSERT", "INSERT"),
-            *("INSERT", "DELETE", "INSERT"),
-            *("INSERT", "INSERT"),
+            *("SELECT", "SELECT", "SELECT", "INSERT", "INSERT"),
+            *("SELECT", "DELETE", "INSERT"),
+            *("SELECT", "INSERT"),
         ]
     else:
         assert statements == []

@@ -249,3 +249,21 @@ def artifact_round_trip(url: str, source: str, target: str, results: Any) -> Non
 
     with open(source, "rb") as src, open(target, "wb") as out:
         results.put(asyncio.run(run(src, out)))
+
+
+def race_writer(url: str, conn: Any) -> None:
+    """Run the writers of tests/test_forget_races.py sent over ``conn`` (a pipe), one
+    at a time, sending back each one's result, until ``None`` comes."""
+    from .race_ops import Executor
+
+    async def serve() -> None:
+        executor = Executor(url)
+        try:
+            await executor.sessions.ensure_schema()
+            conn.send("ready")
+            while (command := conn.recv()) is not None:
+                conn.send(await executor.run(*command))
+        finally:
+            await executor.close()
+
+    asyncio.run(serve())

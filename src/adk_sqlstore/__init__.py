@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .errors import (
         AdkSqlStoreError,
         AlreadyExistsError,
+        ConcurrencyConflictError,
         ConfigurationError,
         DatabaseUnavailableError,
         EmbeddingError,
@@ -58,6 +59,7 @@ _HOMES = {
     "errors": [
         "AdkSqlStoreError",
         "AlreadyExistsError",
+        "ConcurrencyConflictError",
         "ConfigurationError",
         "DatabaseUnavailableError",
         "EmbeddingError",
@@ -94,6 +96,7 @@ _MODULE_OF = {name: module for module, names in _HOMES.items() for name in names
 __all__ = [
     "AdkSqlStoreError",
     "AlreadyExistsError",
+    "ConcurrencyConflictError",
     "ConfigurationError",
     "Content",
     "DatabaseUnavailableError",

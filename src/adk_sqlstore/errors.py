@@ -13,6 +13,7 @@ from __future__ import annotations
 __all__ = [
     "AdkSqlStoreError",
     "AlreadyExistsError",
+    "ConcurrencyConflictError",
     "ConfigurationError",
     "DatabaseUnavailableError",
     "EmbeddingError",
@@ -113,6 +114,20 @@ class DatabaseUnavailableError(AdkSqlStoreError):
     """The database could not be reached or failed while running a statement.
 
     The original driver error is chained as ``__cause__``.
+    """
+
+
+class ConcurrencyConflictError(AdkSqlStoreError):
+    """The call lost a race with another writer of the same rows, again and again.
+
+    The database ended the call's transaction to break a deadlock (PostgreSQL SQLSTATE
+    40P01, MySQL/MariaDB error 1213) or a serialization failure (40001), or the user
+    was forgotten while the call waited for the user's lock. Nothing of the call was
+    written: the whole transaction was rolled back. Idempotent calls (ingestion,
+    ``add_memory``, ``add_events_to_memory``, ``delete_memories``, ``forget_user``,
+    ``prune``, artifact saves, ...) already ran it again a few times
+    (:func:`adk_sqlstore.store.retry_conflicts`) before raising this; run it again
+    later. The driver's error, if any, is chained as ``__cause__``.
     """
 
 

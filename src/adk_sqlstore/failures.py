@@ -15,14 +15,20 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from .errors import AdkSqlStoreError, DatabaseUnavailableError, PoolTimeoutError
+from .errors import (
+    AdkSqlStoreError,
+    ConcurrencyConflictError,
+    DatabaseUnavailableError,
+    PoolTimeoutError,
+)
 from .urls import redact_url
 
 __all__ = [
+    "conflict_error",
     "database_error",
     "database_errors",
     "driver_error",
-    "is_deadlock",
+    "is_conflict",
     "is_unique_violation",
 ]
 
@@ -30,6 +36,7 @@ __all__ = [
 _DRIVER_PACKAGES = frozenset({"asyncpg", "aiosqlite", "sqlite3", "asyncmy"})
 _MYSQL_DUPLICATE_KEY = frozenset({1062, 1586})  # ER_DUP_ENTRY, ER_DUP_ENTRY_WITH_KEY_NAME
 _MYSQL_DEADLOCK = 1213  # ER_LOCK_DEADLOCK
+_CONFLICT_SQLSTATES = frozenset({"40P01", "40001"})  # deadlock_detected, serialization_failure
 
 
 def driver_error(engine: AsyncEngine, exc: BaseException) -> DatabaseUnavailableError | None:
@@ -62,6 +69,19 @@ def driver_error(engine: AsyncEngine, exc: BaseException) -> DatabaseUnavailable
     ):
         return database_error(engine.url, exc)
     return None
+
+
+def conflict_error(exc: BaseException) -> ConcurrencyConflictError | None:
+    """The typed error for a transaction the server ended because it lost a race with
+    another writer (:func:`is_conflict`), else ``None``."""
+    if not is_conflict(exc):
+        return None
+    orig = _innermost(exc)
+    detail = (str(orig).splitlines() or [""])[0]
+    return ConcurrencyConflictError(
+        f"lost a race with another writer of the same rows: the database ended the"
+        f" transaction ({type(orig).__name__}: {detail}); nothing of it was written"
+    )
 
 
 def _cancelled(exc: BaseException) -> bool:
@@ -98,6 +118,9 @@ def database_errors(
     library's own errors and bugs pass unchanged. The one mapper: every call of every
     service goes through it, so the same failure gives the same error on every backend.
 
+    - a transaction ended by the server to break a deadlock or a serialization failure
+      (:func:`is_conflict`): :class:`ConcurrencyConflictError` (callers that may run
+      the transaction again do, :func:`adk_sqlstore.store.retry_conflicts`);
     - a duplicate key (:func:`is_unique_violation`): ``on_duplicate()`` when given (the
       caller knows what is duplicated: a session id, an event id), else as below;
     - any other integrity violation, driver, network or pool failure
@@ -115,7 +138,7 @@ def database_errors(
             raise on_duplicate() from exc
         raise database_error(engine.url, exc) from exc
     except Exception as exc:
-        typed = driver_error(engine, exc)
+        typed = conflict_error(exc) or driver_error(engine, exc)
         if typed is None:
             raise
         raise typed from exc
@@ -135,20 +158,15 @@ def is_unique_violation(exc: IntegrityError) -> bool:
     return "UNIQUE constraint failed" in message or "PRIMARY KEY must be unique" in message
 
 
-def is_deadlock(exc: BaseException) -> bool:
-    """Whether ``exc`` (a typed error, with the driver's chained) is the server ending a
-    transaction to break a deadlock, which the transaction may simply run again:
-    SQLSTATE 40P01 on PostgreSQL, error 1213 (``ER_LOCK_DEADLOCK``) on MySQL and
-    MariaDB (SQLite takes its write lock up front and has none)."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        orig = getattr(seen, "orig", None)
-        if orig is not None:
-            if type(orig).__module__.partition(".")[0] == "asyncmy":
-                return bool(orig.args and orig.args[0] == _MYSQL_DEADLOCK)
-            return getattr(orig, "sqlstate", None) == "40P01"
-        seen = seen.__cause__
-    return False
+def is_conflict(exc: BaseException) -> bool:
+    """Whether ``exc`` (a driver error, wrapped or not) is the server ending a
+    transaction because it lost a race with another: a deadlock (SQLSTATE 40P01 on
+    PostgreSQL, error 1213 on MySQL and MariaDB) or a serialization failure (40001).
+    SQLite takes its write lock up front and has neither."""
+    orig = _innermost(exc)
+    if type(orig).__module__.partition(".")[0] == "asyncmy":
+        return bool(orig.args and orig.args[0] == _MYSQL_DEADLOCK)
+    return getattr(orig, "sqlstate", None) in _CONFLICT_SQLSTATES
 
 
 # What a failure most likely means, by the driver's exception (its class name, as the

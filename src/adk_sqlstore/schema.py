@@ -65,6 +65,7 @@ __all__ = [
     "session_state",
     "sessions",
     "user_state",
+    "users",
 ]
 
 ALEMBIC_VERSION_TABLE = "sqlstore_alembic_version"
@@ -107,6 +108,19 @@ metadata = MetaData(
         "fk": "fk_%(table_name)s_%(referred_table_name)s",
         "pk": "pk_%(table_name)s",
     }
+)
+
+# One row per user of an app that the store holds anything for: the user lock. Every
+# transaction that writes a user's rows locks it first, in the mode of what it writes,
+# then the rest in one order (adk_sqlstore.sql.users, docs/architecture.md "Locks");
+# forget_user locks it exclusively and deletes it with the rest.
+users = Table(
+    "sqlstore_users",
+    metadata,
+    Column("app_name", IDENTIFIER, nullable=False),
+    Column("user_id", IDENTIFIER, nullable=False),
+    Column("create_time", Double, nullable=False),
+    PrimaryKeyConstraint("app_name", "user_id"),
 )
 
 sessions = Table(

@@ -21,8 +21,9 @@ import asyncio
 import contextlib
 import functools
 import logging
+import random
 import weakref
-from collections.abc import AsyncIterator, Callable, Coroutine, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, Generic, ParamSpec, Self, TypeVar, cast
@@ -42,6 +43,7 @@ from .engine import (
 from .engine import engine_views as _views
 from .errors import (
     AdkSqlStoreError,
+    ConcurrencyConflictError,
     DatabaseUnavailableError,
     InvalidArgumentError,
     SchemaNotMigratedError,
@@ -53,7 +55,15 @@ from .sql.maintenance import Purge, purge_deleted_text, truncate_wal
 from .urls import resolve_url
 from .validation import check_argument
 
-__all__ = ["ClosedOnExit", "OnStore", "Store", "finish_before_cancel", "write_completes"]
+__all__ = [
+    "CONFLICT_ATTEMPTS",
+    "ClosedOnExit",
+    "OnStore",
+    "Store",
+    "finish_before_cancel",
+    "retry_conflicts",
+    "write_completes",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +76,35 @@ _WAL_PURGE_PENDING = "_adk_sqlstore_wal_purge_pending"
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+CONFLICT_ATTEMPTS = 10
+"""How many times :func:`retry_conflicts` runs a transaction that keeps losing races."""
+
+
+async def retry_conflicts(
+    work: Callable[[], Awaitable[T]], *, attempts: int = CONFLICT_ATTEMPTS
+) -> T:
+    """``await work()`` (one whole transaction, or a call made of one), run again after
+    a short random pause while it raises
+    :class:`~adk_sqlstore.errors.ConcurrencyConflictError`: the database ended the
+    transaction to break a deadlock or a serialization failure, or the user was
+    forgotten while it waited for the user's lock. Either way the transaction was
+    rolled back whole, so running it again is safe. The pause grows from about 1 ms to
+    at most 64 ms; after ``attempts`` tries the last error is raised.
+
+    The store takes its locks in one order (``docs/architecture.md``, "Locks"), so
+    its own writers do not deadlock each other; this covers the rest: another
+    application's transactions on the same rows, and the database's own choices.
+    """
+    for attempt in range(attempts):
+        try:
+            return await work()
+        except ConcurrencyConflictError as exc:
+            if attempt == attempts - 1:
+                raise
+            logger.debug("running a transaction again (%d): %s", attempt + 1, exc)
+            await asyncio.sleep(random.uniform(0.5, 1.0) * 0.001 * min(2**attempt, 64))
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 async def finish_before_cancel(work: Coroutine[Any, Any, T]) -> T:

@@ -288,6 +288,8 @@ class SqlArtifactService(BaseArtifactService, OnStore):
         Raises:
             InputValidationError: (ADK's) an address ADK refuses.
             InvalidArtifactError: more than ``max_artifact_bytes`` came.
+            ConcurrencyConflictError: the user was forgotten while the bytes came in;
+                nothing of them is kept (save them again).
         """
         key = _check_scope(app_name, user_id, filename, session_id)
         part = genai_types.Part(inline_data=genai_types.Blob(mime_type=mime_type))

@@ -21,15 +21,21 @@ import time
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from ..errors import DatabaseUnavailableError, InvalidArgumentError, InvalidArtifactError
-from ..failures import is_deadlock
+from ..errors import (
+    ConcurrencyConflictError,
+    DatabaseUnavailableError,
+    InvalidArgumentError,
+    InvalidArtifactError,
+)
 from ..sql import artifact_paths
 from ..sql import artifacts as sql
 from ..sql.artifacts import CHUNK_BYTES, PENDING_PREFIX, ArtifactKey, ArtifactRow
+from ..sql.users import lock_user
 from ..store import Store, finish_before_cancel
 from ..validation import MAX_STATE_KEY_BYTES, check_count, check_identifier, check_json_value
+from .chunking import CHUNKS_PER_STATEMENT, as_chunks, batches
 
 __all__ = [
     "DEFAULT_MAX_ARTIFACT_BYTES",
@@ -42,8 +48,8 @@ __all__ = [
 DEFAULT_MAX_ARTIFACT_BYTES = 1 << 30
 """Largest artifact accepted by default (1 GiB of bytes); ``max_artifact_bytes`` of the
 service changes it."""
-_CHUNKS_PER_STATEMENT = 4  # 4 MiB a statement: MySQL's default packet is 16 MiB
 _SAVE_ATTEMPTS = 50  # a save that lost its version number to another save tries again
+T = TypeVar("T")
 
 
 class _VersionTaken(DatabaseUnavailableError):
@@ -51,18 +57,31 @@ class _VersionTaken(DatabaseUnavailableError):
     storing the same new bytes): raised after :data:`_SAVE_ATTEMPTS` tries."""
 
 
-async def _retrying(attempt: Callable[[], Awaitable[int]]) -> int:
-    """``attempt()`` again (after a random pause, growing to 64 ms) while another save takes the
-    version number it wanted, or the server ends it to break a deadlock with another
-    save (MySQL, storing the same new bytes at once); the version it got."""
+class _StreamForgotten(ConcurrencyConflictError):
+    """A stream's chunks were deleted under it (its user forgotten): running the last
+    step again cannot bring them back, so it is not run again."""
+
+
+async def _retrying(attempt: Callable[[], Awaitable[T]]) -> T:
+    """``attempt()`` again (after a random pause, growing to 64 ms) while another save
+    takes the version number it wanted (on PostgreSQL a one-statement save reads the
+    newest version before it waits for the user lock), or it loses a race
+    (:class:`~adk_sqlstore.errors.ConcurrencyConflictError`); the version it got."""
     for n in range(_SAVE_ATTEMPTS):
         try:
             return await attempt()
-        except DatabaseUnavailableError as exc:
-            if n == _SAVE_ATTEMPTS - 1 or not (isinstance(exc, _VersionTaken) or is_deadlock(exc)):
+        except (_VersionTaken, ConcurrencyConflictError) as exc:
+            if n == _SAVE_ATTEMPTS - 1 or isinstance(exc, _StreamForgotten):
                 raise
             await asyncio.sleep(random.uniform(0, 0.001) * min(2**n, 64))  # at most 64 ms
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _lock(conn: Any, key: ArtifactKey, *, create: bool = False) -> None:
+    """The user lock of an artifact writer (``"exclusive"``: a user's artifact writers
+    take turns; :mod:`adk_sqlstore.sql.users`), the user's row made with ``create``."""
+    user = {"app_name": key.app_name, "user_id": key.user_id}
+    await lock_user(conn, **user, mode="exclusive", create=create, now=time.time())
 
 
 def artifact_key(app_name: str, user_id: str, filename: str, session_id: str | None) -> ArtifactKey:
@@ -145,43 +164,6 @@ def _metadata_json(custom_metadata: Mapping[str, Any] | None) -> str:
     return json.dumps(metadata, ensure_ascii=False, allow_nan=False)
 
 
-def _batches(data: memoryview) -> Iterable[list[tuple[int, bytes]]]:
-    """``data`` as (seq, chunk) batches of a statement each, copied a batch at a time."""
-    step = CHUNK_BYTES * _CHUNKS_PER_STATEMENT
-    for start in range(0, len(data), step):
-        batch = data[start : start + step]
-        first = start // CHUNK_BYTES
-        yield [
-            (first + n, bytes(batch[offset : offset + CHUNK_BYTES]))
-            for n, offset in enumerate(range(0, len(batch), CHUNK_BYTES))
-        ]
-
-
-async def _as_chunks(source: AsyncIterable[bytes] | Iterable[bytes]) -> AsyncIterator[bytes]:
-    """The bytes of ``source`` in chunks of exactly CHUNK_BYTES (the last shorter)."""
-    pending = bytearray()
-
-    async def items() -> AsyncIterator[bytes]:
-        if isinstance(source, AsyncIterable):
-            async for item in source:
-                yield item
-        else:
-            for item in source:
-                yield item
-
-    async for item in items():
-        if not isinstance(item, bytes | bytearray | memoryview):
-            raise InvalidArgumentError(
-                f"an artifact stream yields bytes, not {type(item).__name__}"
-            )
-        pending += item
-        while len(pending) >= CHUNK_BYTES:
-            yield bytes(pending[:CHUNK_BYTES])
-            del pending[:CHUNK_BYTES]
-    if pending:
-        yield bytes(pending)
-
-
 @dataclass(frozen=True)
 class _Version:
     """What a save stores beside the bytes: the part as JSON, the MIME type, the
@@ -252,6 +234,8 @@ class ArtifactStorage:
         Raises:
             InvalidArtifactError: more than ``max_artifact_bytes`` came (nothing of them
                 is kept).
+            ConcurrencyConflictError: the user was forgotten (``forget_user``) while the
+                bytes came in: nothing of them is kept (save them again).
         """
         metadata = _metadata_json(custom_metadata)
         return await self._stream_in(
@@ -290,8 +274,12 @@ class ArtifactStorage:
         return True
 
     async def _restore_without_bytes(self, key: ArtifactKey, version: _Version) -> None:
-        async with self.store.transaction(write=True) as conn:
-            await self._add_version(conn, key, version, None, None)
+        async def attempt() -> int:
+            async with self.store.transaction(write=True) as conn:
+                await _lock(conn, key, create=True)
+                return await self._add_version(conn, key, version, None, None)
+
+        await _retrying(attempt)
 
     async def _stream_in(
         self, key: ArtifactKey, source: AsyncIterable[bytes] | Iterable[bytes], version: _Version
@@ -301,13 +289,13 @@ class ArtifactStorage:
         digest, size, count = hashlib.sha256(), 0, 0
         batch: list[tuple[int, bytes]] = []
         try:
-            async for chunk in _as_chunks(source):
+            async for chunk in as_chunks(source):
                 digest.update(chunk)
                 size += len(chunk)
                 self._check_size(size)
                 batch.append((count, chunk))
                 count += 1
-                if len(batch) == _CHUNKS_PER_STATEMENT:
+                if len(batch) == CHUNKS_PER_STATEMENT:
                     await self._write_pending(key, pending, batch)
                     batch = []
             await self._write_pending(key, pending, batch)
@@ -317,7 +305,9 @@ class ArtifactStorage:
                     f"the bytes of {key.filename!r} version {version.number} are not the"
                     f" ones it was saved with ({size:,} bytes, SHA-256 {sha})"
                 )
-            return await finish_before_cancel(self._finish_stream(key, version, pending, sha, size))
+            return await finish_before_cancel(
+                self._finish_stream(key, version, pending, sha, size, count)
+            )
         except BaseException:
             await finish_before_cancel(self._drop_pending(key, pending))
             raise
@@ -339,21 +329,35 @@ class ArtifactStorage:
     async def _write_pending(
         self, key: ArtifactKey, pending: str, batch: list[tuple[int, bytes]]
     ) -> None:
-        if batch:
+        async def attempt() -> None:
             async with self.store.transaction(write=True) as conn:
+                await _lock(conn, key, create=True)
                 await sql.insert_chunks(conn, key.app_name, key.user_id, pending, batch)
 
+        if batch:
+            await _retrying(attempt)
+
     async def _drop_pending(self, key: ArtifactKey, pending: str) -> None:
-        async with self.store.transaction(write=True) as conn:
-            await sql.delete_chunks(conn, key.app_name, key.user_id, pending)
+        async def attempt() -> None:
+            async with self.store.transaction(write=True) as conn:
+                await _lock(conn, key)
+                await sql.delete_chunks(conn, key.app_name, key.user_id, pending)
+
+        await _retrying(attempt)
 
     async def _finish_stream(
-        self, key: ArtifactKey, version: _Version, pending: str, sha: str, size: int
+        self, key: ArtifactKey, version: _Version, pending: str, sha: str, size: int, written: int
     ) -> int:
         count = math.ceil(size / CHUNK_BYTES)
 
         async def attempt() -> int:
             async with self.store.transaction(write=True, on_duplicate=_VersionTaken) as conn:
+                await _lock(conn, key, create=True)
+                if await sql.count_chunks(conn, key.app_name, key.user_id, pending) != written:
+                    raise _StreamForgotten(
+                        f"the user was forgotten while artifact {key.filename!r} was streamed"
+                        " in: nothing of it is kept; save it again"
+                    )
                 if await sql.lock_content(conn, key.app_name, key.user_id, sha):
                     await sql.delete_chunks(conn, key.app_name, key.user_id, pending)
                 else:
@@ -373,15 +377,22 @@ class ArtifactStorage:
 
             async def one_round_trip() -> int:
                 async with self.store.autocommit(on_duplicate=_VersionTaken) as conn:
-                    return await artifact_paths.save_whole(conn, key, row, bytes(view))
+                    saved = await artifact_paths.save_whole(conn, key, row, bytes(view))
+                if saved is None:
+                    raise ConcurrencyConflictError(
+                        f"user {key.user_id!r} was forgotten while artifact {key.filename!r}"
+                        " waited to be saved; nothing was written"
+                    )
+                return saved
 
             return await _retrying(one_round_trip)
 
         async def attempt() -> int:
             async with self.store.transaction(write=True, on_duplicate=_VersionTaken) as conn:
+                await _lock(conn, key, create=True)
                 if not await sql.lock_content(conn, key.app_name, key.user_id, sha):
                     count = 0
-                    for batch in _batches(view):
+                    for batch in batches(view):
                         await sql.insert_chunks(conn, key.app_name, key.user_id, sha, batch)
                         count += len(batch)
                     await sql.insert_content(conn, key.app_name, key.user_id, sha, len(view), count)
@@ -392,6 +403,7 @@ class ArtifactStorage:
     async def _save_version(self, key: ArtifactKey, version: _Version) -> int:
         async def attempt() -> int:
             async with self.store.transaction(write=True, on_duplicate=_VersionTaken) as conn:
+                await _lock(conn, key, create=True)
                 return await self._add_version(conn, key, version, None, None)
 
         return await _retrying(attempt)
@@ -420,9 +432,13 @@ class ArtifactStorage:
         await finish_before_cancel(self._delete(key))
 
     async def _delete(self, key: ArtifactKey) -> None:
-        async with self.store.transaction(write=True) as conn:
-            shas = await sql.delete_artifact(conn, key)
-            await sql.collect_contents(conn, key.app_name, key.user_id, shas)
+        async def attempt() -> None:
+            async with self.store.transaction(write=True) as conn:
+                await _lock(conn, key)
+                shas = await sql.delete_artifact(conn, key)
+                await sql.collect_contents(conn, key.app_name, key.user_id, shas)
+
+        await _retrying(attempt)
 
     # -- reading --------------------------------------------------------------------------
 
@@ -470,12 +486,12 @@ class ArtifactStorage:
         if stored.sha256 is None or not stored.size:
             return
         total = math.ceil(stored.size / CHUNK_BYTES)
-        for first in range(0, total, _CHUNKS_PER_STATEMENT):
+        for first in range(0, total, CHUNKS_PER_STATEMENT):
             async with self.store.transaction(write=False) as conn:
                 pieces = await sql.read_chunks(
-                    conn, key.app_name, key.user_id, stored.sha256, first, _CHUNKS_PER_STATEMENT
+                    conn, key.app_name, key.user_id, stored.sha256, first, CHUNKS_PER_STATEMENT
                 )
-            if len(pieces) != min(_CHUNKS_PER_STATEMENT, total - first):
+            if len(pieces) != min(CHUNKS_PER_STATEMENT, total - first):
                 raise InvalidArtifactError(
                     f"artifact {key.filename!r} version {stored.version} was deleted while"
                     " it was read"

@@ -23,15 +23,17 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..errors import AdkSqlStoreError, DatabaseUnavailableError, SessionNotFoundError
 from ..models import EventLike, SessionLike
-from ..sessions.codec import SessionCodec
+from ..sessions.codec import SessionCodec, Token
 from ..sessions.reading import SessionKey, read_session, session_key
 from ..sql import memory as sql
 from ..sql.ingest import SessionMemories, one_round_trip, replace_session_memories
 from ..sql.sessions import lock_session
-from ..store import Store
+from ..sql.users import lock_user
+from ..store import Store, retry_conflicts
 from ..validation import check_count, check_identifier, check_session
 from .hybrid import HybridMemory
 from .rows import MemoryRows
+from .vectors import Prepared
 
 __all__ = [
     "IngestEvery",
@@ -81,7 +83,8 @@ async def ingest_session(
     hybrid: HybridMemory | None = None,
 ) -> IngestReport:
     """Replace the memories of ``session`` with one per event carrying text, in one
-    transaction; see :meth:`adk_sqlstore.SqlMemoryService.add_session_to_memory`.
+    transaction under the user lock (run again whole if it loses a race); see
+    :meth:`adk_sqlstore.SqlMemoryService.add_session_to_memory`.
     Without ``hybrid`` that transaction is one round trip
     (:func:`~adk_sqlstore.sql.ingest.replace_session_memories`) unless the session
     changed since it was loaded; with ``hybrid``, the memories are embedded before the
@@ -95,44 +98,82 @@ async def ingest_session(
             whole = await read_session(conn, key, codec)
         if whole is not None:
             token, events = codec.models.token_of(whole), list(whole.events)
-    revision, now = token.revision, time.time()
+    now = time.time()
     memory_rows = rows.from_events(**key, events=events, custom_metadata=None, now=now)
-    if hybrid is None and one_round_trip(store.engine.dialect.name, len(memory_rows)):
-        write = SessionMemories(
-            **key, incarnation=token.incarnation, revision=revision, rows=memory_rows, now=now
-        )
-        async with store.autocommit() as conn:
-            deleted = await replace_session_memories(conn, write)
-        if deleted is not None:
-            return IngestReport(sessions=1, events=len(memory_rows), deleted=deleted)
-        # the session changed or went since it was loaded: as below, in a transaction
     prepared = None if hybrid is None else await hybrid.prepare(memory_rows)
-    async with store.transaction(write=True) as conn:
-        await sql.lock_statistics(
-            conn, app_name=key["app_name"], user_id=key["user_id"], writing_memories=True
-        )
-        if token.incarnation is not None:
-            stored = await lock_session(conn, **key)
-            if stored is None or stored[0] != token.incarnation:
-                raise SessionNotFoundError(
-                    f"session {key['session_id']!r} of app {key['app_name']!r} and user"
-                    f" {key['user_id']!r} was deleted since it was loaded; its memories are"
-                    " not written"
-                )
-            if stored[1] != revision:  # the object is stale: ingest what is stored
-                whole = await read_session(conn, key, codec)
-                assert whole is not None  # the row is locked
-                revision = codec.models.token_of(whole).revision
-                memory_rows = rows.from_events(
-                    **key, events=whole.events, custom_metadata=None, now=now
-                )
-        deleted = await _replace_memories(conn, key, memory_rows)
-        if hybrid is not None:
-            await hybrid.write(conn, prepared, key["app_name"], key["user_id"])
-        await sql.record_ingestion(
-            conn, **key, revision=revision, event_count=len(memory_rows), now=now
-        )
-    return IngestReport(sessions=1, events=len(memory_rows), deleted=deleted)
+    ingestion = _Ingestion(store, codec, rows, hybrid, key, token, memory_rows, now)
+    return await retry_conflicts(lambda: ingestion.write(prepared))
+
+
+@dataclass
+class _Ingestion:
+    """One session's ingestion, as it is written (and written again after a lost
+    race): its memory rows, from the session object given."""
+
+    store: Store
+    codec: SessionCodec[Any, Any, Any]
+    rows: MemoryRows
+    hybrid: HybridMemory | None
+    key: SessionKey
+    token: Token
+    memory_rows: list[dict[str, Any]]
+    now: float
+
+    async def write(self, prepared: Prepared | None) -> IngestReport:
+        """The round trip where it can be, else the transaction."""
+        key, token = self.key, self.token
+        if self.hybrid is None and one_round_trip(
+            self.store.engine.dialect.name, len(self.memory_rows)
+        ):
+            write = SessionMemories(
+                **key,
+                incarnation=token.incarnation,
+                revision=token.revision,
+                rows=self.memory_rows,
+                now=self.now,
+            )
+            async with self.store.autocommit() as conn:
+                deleted = await replace_session_memories(conn, write)
+            if deleted is not None:
+                return IngestReport(sessions=1, events=len(self.memory_rows), deleted=deleted)
+            # the session changed or went since it was loaded (or the user was being
+            # forgotten): as below, in a transaction
+        return await self._transaction(prepared)
+
+    async def _transaction(self, prepared: Prepared | None) -> IngestReport:
+        key, token = self.key, self.token
+        revision, memory_rows = token.revision, self.memory_rows
+        async with self.store.transaction(write=True) as conn:
+            await lock_user(
+                conn,
+                app_name=key["app_name"],
+                user_id=key["user_id"],
+                mode="exclusive",
+                create=token.incarnation is None,
+                now=self.now,
+            )
+            if token.incarnation is not None:
+                stored = await lock_session(conn, **key)
+                if stored is None or stored[0] != token.incarnation:
+                    raise SessionNotFoundError(
+                        f"session {key['session_id']!r} of app {key['app_name']!r} and user"
+                        f" {key['user_id']!r} was deleted since it was loaded; its memories"
+                        " are not written"
+                    )
+                if stored[1] != revision:  # the object is stale: ingest what is stored
+                    whole = await read_session(conn, key, self.codec)
+                    assert whole is not None  # the row is locked
+                    revision = self.codec.models.token_of(whole).revision
+                    memory_rows = self.rows.from_events(
+                        **key, events=whole.events, custom_metadata=None, now=self.now
+                    )
+            deleted = await _replace_memories(conn, key, memory_rows)
+            if self.hybrid is not None:
+                await self.hybrid.write(conn, prepared, key["app_name"], key["user_id"])
+            await sql.record_ingestion(
+                conn, **key, revision=revision, event_count=len(memory_rows), now=self.now
+            )
+        return IngestReport(sessions=1, events=len(memory_rows), deleted=deleted)
 
 
 async def _replace_memories(

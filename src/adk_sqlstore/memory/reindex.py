@@ -2,9 +2,10 @@
 new version of the text analysis or another search language.
 
 Each batch of rows is one transaction, read in row-key order and written back with
-the terms of :class:`~adk_sqlstore.search.analysis.Analyzer`; a row already analysed
-as the target is skipped, so running it again (or after an interruption) only does
-what is left.
+the terms of :class:`~adk_sqlstore.search.analysis.Analyzer`, under the user lock of
+each user of the batch (``"exclusive"``, in key order: :mod:`adk_sqlstore.sql.users`),
+the texts read again once it is held; a row already analysed as the target is
+skipped, so running it again (or after an interruption) only does what is left.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from collections.abc import Callable
 from ..errors import SearchLanguageWarning
 from ..search.analysis import Analyzer, analyzer
 from ..sql import memory as sql
-from ..store import Store
+from ..sql.users import lock_users
+from ..store import Store, retry_conflicts
 
 __all__ = ["DEFAULT_REINDEX_BATCH", "count_to_reindex", "reindex", "warn_if_indexed_otherwise"]
 
@@ -50,14 +52,22 @@ async def reindex(
     """
     target = analyzer(language)
     after, done = -1, 0
-    while True:
+
+    async def batch() -> list[tuple[int, str, str]]:
         async with store.transaction(write=True) as conn:
             rows = await sql.memories_to_reindex(
                 conn, signature=target.signature, app_name=app_name, after=after, limit=batch_size
             )
+            await lock_users(conn, [(app, user) for _, app, user in rows], mode="exclusive")
+            texts = await sql.memory_texts(conn, pks=[pk for pk, _, _ in rows])
             await sql.set_terms(
-                conn, [(pk, target.index_terms(text), target.signature) for pk, text in rows]
+                conn,
+                [(pk, target.index_terms(text), target.signature) for pk, text in texts.items()],
             )
+        return rows
+
+    while True:
+        rows = await retry_conflicts(batch)
         if not rows:
             return done
         after, done = rows[-1][0], done + len(rows)

@@ -36,8 +36,8 @@ from ..sessions.reading import read_session, session_key
 from ..sessions.retention import forget_user
 from ..sql import memory as sql
 from ..sql.embeddings import VectorStorage
-from ..sql.ingest import one_round_trip, write_memories
-from ..store import OnStore, Store, write_completes
+from ..sql.users import lock_user
+from ..store import OnStore, Store, retry_conflicts, write_completes
 from ..validation import (
     DEFAULT_MAX_EVENT_BYTES,
     DEFAULT_MAX_STATE_VALUE_BYTES,
@@ -53,7 +53,7 @@ from .reindex import (
     warn_if_indexed_otherwise,
 )
 from .rows import MemoryRows, as_models, check_metadata, iso_time, memory_id
-from .vectors import Prepared
+from .writing import write_rows
 
 __all__ = ["SqlMemoryService"]
 
@@ -147,17 +147,6 @@ class SqlMemoryService(MemoryJobs, OnStore):
         once, naming how to enable it)."""
         return "none" if self._hybrid is None else await self._hybrid.storage()
 
-    async def _prepare(self, rows: list[dict[str, Any]]) -> Prepared | None:
-        """Vectors for ``rows``, computed before the write transaction."""
-        return None if self._hybrid is None else await self._hybrid.prepare(rows)
-
-    async def _write_vectors(
-        self, conn: AsyncConnection, prepared: Prepared | None, app_name: str, user_id: str
-    ) -> None:
-        """Store ``prepared`` vectors, in the transaction that wrote their memories."""
-        if self._hybrid is not None:
-            await self._hybrid.write(conn, prepared, app_name, user_id)
-
     @classmethod
     def from_url(
         cls,
@@ -218,6 +207,8 @@ class SqlMemoryService(MemoryJobs, OnStore):
             SessionNotFoundError: the session was loaded from this store and has been
                 deleted (or deleted and created again) since; nothing is written, so a
                 deleted or pruned session leaves no memories behind.
+            ConcurrencyConflictError: it kept losing races with another application's
+                transactions (run again 10 times); nothing was written.
         """
         return await ingest_session(self._store, self._codec, self._rows, session, self._hybrid)
 
@@ -245,6 +236,8 @@ class SqlMemoryService(MemoryJobs, OnStore):
 
         Raises:
             InvalidMemoryError: ``events`` is not a list of events (or dicts of them).
+            ConcurrencyConflictError: it kept losing races with another application's
+                transactions (run again 10 times); nothing was written.
         """
         check_identifier("app_name", app_name)
         check_identifier("user_id", user_id)
@@ -263,7 +256,14 @@ class SqlMemoryService(MemoryJobs, OnStore):
         textless = {
             memory_id(app_name, user_id, session_id, e.id) for e in checked if not e.partial
         } - {row["id"] for row in rows}
-        await self._write(app_name, user_id, rows, gone=sorted(textless))
+        await write_rows(
+            self._store,
+            self._hybrid,
+            app_name=app_name,
+            user_id=user_id,
+            rows=rows,
+            gone=sorted(textless),
+        )
         return len(rows)
 
     @telemetry.traced("add_memory", rows=telemetry.counted)
@@ -292,6 +292,8 @@ class SqlMemoryService(MemoryJobs, OnStore):
         Raises:
             InvalidMemoryError: an entry is neither a ``MemoryEntry`` nor a dict of one,
                 or its timestamp is not ISO 8601; nothing is written.
+            ConcurrencyConflictError: it kept losing races with another application's
+                transactions (run again 10 times); nothing was written.
         """
         check_identifier("app_name", app_name)
         check_identifier("user_id", user_id)
@@ -303,28 +305,8 @@ class SqlMemoryService(MemoryJobs, OnStore):
             custom_metadata=custom_metadata,
             now=time.time(),
         )
-        await self._write(app_name, user_id, rows)
+        await write_rows(self._store, self._hybrid, app_name=app_name, user_id=user_id, rows=rows)
         return [row["id"] for row in rows]
-
-    async def _write(
-        self, app_name: str, user_id: str, rows: list[dict[str, Any]], gone: Sequence[str] = ()
-    ) -> None:
-        """Delete the memories of ids ``gone`` and upsert ``rows`` with their vectors, in
-        one transaction: one round trip without an embedder
-        (:func:`~adk_sqlstore.sql.ingest.write_memories`)."""
-        if self._hybrid is None and one_round_trip(self._store.engine.dialect.name, len(rows)):
-            async with self._store.autocommit() as conn:
-                await write_memories(conn, app_name=app_name, user_id=user_id, rows=rows, gone=gone)
-            return
-        prepared = await self._prepare(rows)
-        async with self._store.transaction(write=True) as conn:
-            await sql.lock_statistics(
-                conn, app_name=app_name, user_id=user_id, writing_memories=True
-            )
-            if gone:
-                await sql.delete_memories(conn, app_name=app_name, user_id=user_id, memory_ids=gone)
-            await sql.upsert_memories(conn, rows)
-            await self._write_vectors(conn, prepared, app_name, user_id)
 
     # -- reading ------------------------------------------------------------------------
 
@@ -428,6 +410,8 @@ class SqlMemoryService(MemoryJobs, OnStore):
 
         Raises:
             InvalidArgumentError: ``memory_ids`` is not a list of ids.
+            ConcurrencyConflictError: it kept losing races with another application's
+                transactions (run again 10 times); nothing was written.
         """
         check_identifier("app_name", app_name)
         check_identifier("user_id", user_id)
@@ -440,13 +424,15 @@ class SqlMemoryService(MemoryJobs, OnStore):
                     f"memory_ids must be a list of memory ids, not {memory_ids!r:.60}"
                 )
             ids = [check_identifier("memory id", mid) for mid in memory_ids]
-        async with self._store.transaction(write=True) as conn:
-            await sql.lock_statistics(
-                conn, app_name=app_name, user_id=user_id, writing_memories=True
-            )
-            return await sql.delete_memories(
-                conn, app_name=app_name, user_id=user_id, session_id=session_id, memory_ids=ids
-            )
+
+        async def delete() -> int:
+            async with self._store.transaction(write=True) as conn:
+                await lock_user(conn, app_name=app_name, user_id=user_id, mode="exclusive")
+                return await sql.delete_memories(
+                    conn, app_name=app_name, user_id=user_id, session_id=session_id, memory_ids=ids
+                )
+
+        return await retry_conflicts(delete)
 
     @telemetry.traced("forget_user", rows=telemetry.counted)
     @write_completes

@@ -17,6 +17,7 @@ them later.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import time
@@ -30,7 +31,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from ..embeddings.base import Embedder, embed_texts
 from ..errors import AdkSqlStoreError
 from ..sql import embeddings as sql
-from ..store import Store
+from ..sql.memory import memory_texts
+from ..sql.users import lock_users
+from ..store import Store, retry_conflicts
 
 __all__ = ["DEFAULT_EMBED_BATCH", "MemoryVectors", "Prepared", "unit_rows"]
 
@@ -202,7 +205,8 @@ class MemoryVectors:
         """Embed every memory (of ``app_name``, or all) that has no vector of the model,
         in row-key order, ``batch_size`` at a time: each batch is read, embedded
         outside any transaction, then written in one transaction (a memory deleted or
-        changed meanwhile is skipped). Idempotent and resumable. Returns how many were
+        changed meanwhile is skipped), under the user lock of each user of the batch
+        (``"exclusive"``, in key order). Idempotent and resumable. Returns how many were
         embedded.
 
         Raises:
@@ -217,27 +221,43 @@ class MemoryVectors:
                 return done
             after = batch[-1]["pk"]
             vectors = await self.vectors(pairs)
-            now = time.time()
-            async with store.transaction(write=True) as conn:
-                current = await sql.memory_texts(conn, pks=[row["pk"] for row in batch])
-                rows = [
-                    {
-                        "memory_pk": row["pk"],
-                        "app_name": row["app_name"],
-                        "user_id": row["user_id"],
-                        "model": self.model,
-                        "dimensions": int(vectors[i].shape[0]),
-                        "text_sha256": _sha(*pairs[i]),
-                        "embedding": sql.vector_param(vectors[i], storage),
-                        "update_time": now,
-                    }
-                    for i, row in enumerate(batch)
-                    if current.get(row["pk"]) == row["text"]
-                ]
-                await sql.upsert_embeddings(conn, storage, rows)
+            write = functools.partial(self._write_batch, store, storage, batch, pairs, vectors)
+            rows = await retry_conflicts(write)
             done += len(rows)
             if on_batch is not None:
                 on_batch(len(batch))
+
+    async def _write_batch(
+        self,
+        store: Store,
+        storage: sql.VectorStorage,
+        batch: list[dict[str, Any]],
+        pairs: list[tuple[str, str]],
+        vectors: np.ndarray,
+    ) -> list[dict[str, Any]]:
+        """Store the vectors of ``batch`` (one transaction, under its users' locks) for
+        the memories whose text is still the one embedded; the rows written."""
+        now = time.time()
+        async with store.transaction(write=True) as conn:
+            users = [(row["app_name"], row["user_id"]) for row in batch]
+            await lock_users(conn, users, mode="exclusive")
+            current = await memory_texts(conn, pks=[row["pk"] for row in batch])
+            rows = [
+                {
+                    "memory_pk": row["pk"],
+                    "app_name": row["app_name"],
+                    "user_id": row["user_id"],
+                    "model": self.model,
+                    "dimensions": int(vectors[i].shape[0]),
+                    "text_sha256": _sha(*pairs[i]),
+                    "embedding": sql.vector_param(vectors[i], storage),
+                    "update_time": now,
+                }
+                for i, row in enumerate(batch)
+                if current.get(row["pk"]) == row["text"]
+            ]
+            await sql.upsert_embeddings(conn, storage, rows)
+        return rows
 
     async def _missing_batch(
         self, store: Store, app_name: str | None, after: int, limit: int

@@ -11,8 +11,9 @@ from typing import Any
 from ..errors import InvalidArgumentError, InvalidEventError
 from ..models import SessionLike
 from ..sql import sessions as sql
+from ..sql.users import lock_user
 from ..state import ScopedDelta, split_delta
-from ..store import Store
+from ..store import Store, retry_conflicts
 from ..validation import (
     check_argument,
     check_identifier,
@@ -50,27 +51,42 @@ async def import_session(
         raise InvalidArgumentError(f"session {exc}") from None
     create_time = min([update_time, *(e.timestamp for e in session.events[:1])])
     state = codec.encode_state(split_delta(session.state))
-    app, user = state.app, state.user
-    async with store.transaction(write=True) as conn:
-        if await sql.session_revision(conn, **key) is not None:
-            if not replace:
-                return False
-            await sql.delete_session(conn, **key)
-        if not replace:  # a dump's copy of user: and app: keys is older than the store's
-            stored = await sql.load_states(conn, **key)
-            app = {k: v for k, v in app.items() if k not in stored.app}
-            user = {k: v for k, v in user.items() if k not in stored.user}
-        await sql.insert_session(
-            conn,
-            **key,
-            create_time=create_time,
-            update_time=update_time,
-            revision=len(rows),
-            incarnation=uuid.uuid4().hex,
-        )
-        await sql.insert_events(conn, rows)
-        await sql.write_state(conn, **key, app=app, user=user, session=state.session, now=now)
-    return True
+
+    async def write() -> bool:
+        app, user = state.app, state.user
+        async with store.transaction(write=True) as conn:
+            await lock_user(
+                conn,
+                app_name=key["app_name"],
+                user_id=key["user_id"],
+                mode="exclusive",
+                create=True,
+                now=now,
+            )
+            replaced = await sql.session_revision(conn, **key) is not None
+            if replaced:
+                if not replace:
+                    return False
+                await sql.delete_session(conn, **key, ingestion_record=False)
+            if not replace:  # a dump's copy of user: and app: keys is older than the store's
+                stored = await sql.load_states(conn, **key)
+                app = {k: v for k, v in app.items() if k not in stored.app}
+                user = {k: v for k, v in user.items() if k not in stored.user}
+            await sql.insert_session(
+                conn,
+                **key,
+                create_time=create_time,
+                update_time=update_time,
+                revision=len(rows),
+                incarnation=uuid.uuid4().hex,
+            )
+            await sql.insert_events(conn, rows)
+            await sql.write_state(conn, **key, app=app, user=user, session=state.session, now=now)
+            if replaced:  # last: a memory table comes after state in the lock order
+                await sql.delete_ingestion_record(conn, **key)
+        return True
+
+    return await retry_conflicts(write)
 
 
 def _event_rows(
@@ -124,25 +140,34 @@ async def import_state(
     check_argument("replace", replace, bool, "True or False")
     scope = ScopedDelta(app=dict(state)) if user_id is None else ScopedDelta(user=dict(state))
     encoded = codec.encode_state(scope)
-    values = encoded.app if user_id is None else encoded.user
-    async with store.transaction(write=True) as conn:
-        if not replace:
-            existing = (
-                await sql.load_app_state(conn, app_name=app_name)
-                if user_id is None
-                else (await sql.load_user_states(conn, app_name=app_name, user_id=user_id)).get(
-                    user_id, {}
+    given = encoded.app if user_id is None else encoded.user
+
+    async def write() -> int:
+        values, now = given, time.time()
+        async with store.transaction(write=True) as conn:
+            if user_id is not None:
+                await lock_user(
+                    conn, app_name=app_name, user_id=user_id, mode="share", create=True, now=now
                 )
+            if not replace:
+                existing = (
+                    await sql.load_app_state(conn, app_name=app_name)
+                    if user_id is None
+                    else (await sql.load_user_states(conn, app_name=app_name, user_id=user_id)).get(
+                        user_id, {}
+                    )
+                )
+                values = {k: v for k, v in values.items() if k not in existing}
+            await sql.write_state(
+                conn,
+                app_name=app_name,
+                user_id=user_id or "",
+                session_id="",
+                app=values if user_id is None else {},
+                user=values if user_id is not None else {},
+                session={},
+                now=now,
             )
-            values = {k: v for k, v in values.items() if k not in existing}
-        await sql.write_state(
-            conn,
-            app_name=app_name,
-            user_id=user_id or "",
-            session_id="",
-            app=values if user_id is None else {},
-            user=values if user_id is not None else {},
-            session={},
-            now=time.time(),
-        )
-    return len(values)
+        return len(values)
+
+    return await retry_conflicts(write)

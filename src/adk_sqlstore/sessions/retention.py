@@ -10,8 +10,8 @@ from datetime import timedelta
 from typing import Any
 
 from ..sql import retention as sql
-from ..sql.memory import lock_statistics
-from ..store import Store, finish_before_cancel
+from ..sql.users import lock_user
+from ..store import Store, finish_before_cancel, retry_conflicts
 from ..validation import check_age, check_argument, check_count, check_identifier
 
 __all__ = ["PruneReport", "forget_user", "prune"]
@@ -78,30 +78,39 @@ async def prune(
             report.add(await sql.prune_counts(conn, **options))
         return report
     while True:
-        counts = await finish_before_cancel(_prune_batch(store, options, batch_size))
+        found, counts = await finish_before_cancel(
+            retry_conflicts(lambda: _prune_batch(store, options, batch_size))
+        )
         batch = PruneReport(cutoff=cutoff, with_memories=with_memories)
         batch.add(counts)
         report.add(counts)
         if on_batch is not None and batch.sessions:
             on_batch(batch)
-        if batch.sessions < batch_size:
+        if found < batch_size:
             return report
 
 
-async def _prune_batch(store: Store, options: dict[str, Any], batch_size: int) -> dict[str, int]:
+async def _prune_batch(
+    store: Store, options: dict[str, Any], batch_size: int
+) -> tuple[int, dict[str, int]]:
     async with store.transaction(write=True) as conn:
         return await sql.prune_batch(conn, **options, limit=batch_size)
 
 
 async def forget_user(store: Store, *, app_name: str, user_id: str) -> dict[str, int]:
-    """Delete everything stored for one user of one app, in one transaction, then purge
-    the copies of the deleted text; see
+    """Delete everything stored for one user of one app, in one transaction (run again
+    whole if the database ends it to break a deadlock with another application's
+    transaction), then purge the copies of the deleted text; see
     :meth:`adk_sqlstore.SqlSessionService.forget_user`."""
     check_identifier("app_name", app_name)
     check_identifier("user_id", user_id)
-    async with store.transaction(write=True) as conn:
-        await lock_statistics(conn, app_name=app_name, user_id=user_id)
-        counts = await sql.forget_user(conn, app_name=app_name, user_id=user_id)
+
+    async def forget() -> dict[str, int]:
+        async with store.transaction(write=True) as conn:
+            await lock_user(conn, app_name=app_name, user_id=user_id, mode="forget")
+            return await sql.forget_user(conn, app_name=app_name, user_id=user_id)
+
+    counts = await retry_conflicts(forget)
     if not any(counts.values()):
         return counts
     purged = await store.purge_deleted_text()

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import time
-import uuid
 import warnings
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import timedelta
@@ -14,18 +12,16 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .. import telemetry
-from ..errors import AlreadyExistsError
 from ..models import GetSessionConfigLike, SessionLike
 from ..sql import sessions as sql
-from ..state import merge_state, split_delta
-from ..store import OnStore, Store, write_completes
+from ..sql.users import lock_user
+from ..store import OnStore, Store, retry_conflicts, write_completes
 from ..validation import (
     DEFAULT_MAX_EVENT_BYTES,
     DEFAULT_MAX_STATE_VALUE_BYTES,
     MAX_ROWS,
     check_count,
     check_identifier,
-    check_state_delta,
 )
 from .appending import AfterAppend, Appender
 from .codec import (
@@ -38,6 +34,7 @@ from .codec import (
     decode_page_token,
     parse_config,
 )
+from .creating import create_session
 from .importing import import_session, import_state
 from .reading import list_page, read_session, session_key
 from .retention import PruneReport, forget_user, prune
@@ -179,31 +176,14 @@ class SqlSessionService(OnStore, Generic[SessionT, EventT, ListT]):
                 creates race.
             InvalidIdentifierError, InvalidStateError: nothing is written.
         """
-        key = session_key(
-            app_name, user_id, str(uuid.uuid4()) if session_id is None else session_id
+        row, state_now = await create_session(
+            self._store,
+            self._codec,
+            app_name=app_name,
+            user_id=user_id,
+            state=state,
+            session_id=session_id,
         )
-        check_state_delta(state)
-        scoped = split_delta(state)
-        encoded = self._codec.encode_state(scoped)
-        now, incarnation = time.time(), uuid.uuid4().hex
-
-        def taken() -> AlreadyExistsError:
-            return AlreadyExistsError(
-                f"session {key['session_id']!r} already exists for app {app_name!r} and user"
-                f" {user_id!r}"
-            )
-
-        async with self._store.transaction(write=True, on_duplicate=taken) as conn:
-            await sql.insert_session(
-                conn, **key, create_time=now, update_time=now, incarnation=incarnation
-            )
-            await sql.write_state(
-                conn, **key, app=encoded.app, user=encoded.user, session=encoded.session, now=now
-            )
-            app = await sql.load_app_state(conn, app_name=app_name)
-            users = await sql.load_user_states(conn, app_name=app_name, user_id=user_id)
-        row = sql.SessionRow(app_name, user_id, key["session_id"], 0, now, incarnation)
-        state_now = merge_state(app, users.get(user_id, {}), scoped.session)
         return self._models.build_session(row, state_now, [])
 
     @telemetry.traced("get_session", rows=telemetry.events_of)
@@ -296,11 +276,18 @@ class SqlSessionService(OnStore, Generic[SessionT, EventT, ListT]):
         """Delete a session with its events and session state (no-op if absent).
 
         User and app state stay: they belong to the user and the app. Memories made
-        from the session stay too (use ``SqlMemoryService.delete_memories``).
+        from the session stay too (use ``SqlMemoryService.delete_memories``). An
+        append or ingestion of the session under way commits first; one that comes
+        later fails with ``SessionNotFoundError``.
         """
         key = session_key(app_name, user_id, session_id)
-        async with self._store.transaction(write=True) as conn:
-            await sql.delete_session(conn, **key)
+
+        async def delete() -> None:
+            async with self._store.transaction(write=True) as conn:
+                await lock_user(conn, app_name=app_name, user_id=user_id, mode="exclusive")
+                await sql.delete_session(conn, **key)
+
+        await retry_conflicts(delete)
 
     @telemetry.traced("get_user_state", rows=len)
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
@@ -370,10 +357,23 @@ class SqlSessionService(OnStore, Generic[SessionT, EventT, ListT]):
         (a table left empty keeps its old ones unless the role is a superuser: a warning
         names it). Deleted rows stay in PostgreSQL's table files until (auto)VACUUM.
 
+        Beside other writers of the user: it waits for those under way (the user lock,
+        ``docs/architecture.md`` "Locks") and holds off new ones until it commits, so
+        everything the user had when it began is deleted, and a write racing it to
+        anything the user had (an append, an ingestion, a delete) either commits before
+        it (and is deleted) or fails with ``SessionNotFoundError`` or
+        ``StaleSessionError``; a write making something new for the user (a session, a
+        fact, an artifact) may commit after it, whole. Run again whole if the database
+        ends it to break a deadlock (with another application's transaction).
+
         Returns:
             Rows deleted by kind: ``sessions``, ``events``, ``session_state_keys``,
             ``user_state_keys``, ``memories``, ``memory_ingestions``, ``memory_stats``,
             ``artifact_versions``, ``artifact_chunks``, ``artifact_contents``.
+
+        Raises:
+            ConcurrencyConflictError: the database ended it to break a deadlock each of
+                the 10 times it ran; nothing was deleted.
         """
         return await forget_user(self._store, app_name=app_name, user_id=user_id)
 
@@ -410,6 +410,8 @@ class SqlSessionService(OnStore, Generic[SessionT, EventT, ListT]):
         Raises:
             InvalidArgumentError, InvalidIdentifierError: an argument is out of range.
             DatabaseUnavailableError: the database failed; committed batches stay.
+            ConcurrencyConflictError: a batch kept losing races with another
+                application's transactions (run again 10 times); committed batches stay.
         """
         return await prune(
             self._store,

@@ -25,6 +25,7 @@ from .artifacts import (
     address_params,
 )
 from .sqlite_thread import execute, fetch_one, rollback_quietly, run_batch
+from .users import SQLITE_CREATE_USER, pg_user_lock
 
 __all__ = ["read_version_bytes", "save_whole"]
 
@@ -99,11 +100,15 @@ def _sqlite_read(db: Any, key: ArtifactKey, version: int | None) -> list[tuple[A
     return [tuple(row) for row in execute(db, statement, params).fetchall()]
 
 
-async def save_whole(conn: AsyncConnection, key: ArtifactKey, row: ArtifactRow, data: bytes) -> int:
+async def save_whole(
+    conn: AsyncConnection, key: ArtifactKey, row: ArtifactRow, data: bytes
+) -> int | None:
     """Store ``row`` as the next version of ``key``, with its bytes ``data`` (at most
     one chunk; stored unless the user has them already), atomically in one round trip
-    (SQLite and PostgreSQL only); the version number it got. ``conn`` must be outside
-    any transaction (``Store.autocommit``).
+    under the user lock (``"exclusive"``; the user's row made if absent), SQLite and
+    PostgreSQL only; the version number it got, or ``None`` when the user was
+    forgotten while the statement waited for their lock (nothing written: run it
+    again). ``conn`` must be outside any transaction (``Store.autocommit``).
 
     Raises:
         sqlalchemy.exc.IntegrityError: another save took that version first.
@@ -120,19 +125,23 @@ async def save_whole(conn: AsyncConnection, key: ArtifactKey, row: ArtifactRow, 
             "custom_metadata": row.custom_metadata,
             "create_time": row.create_time,
             "part": row.part,
+            "now": row.create_time,
         }
-        return int((await conn.execute(_POSTGRES_SAVE, params)).scalar_one())
+        version = (await conn.execute(_POSTGRES_SAVE, params)).scalar()
+        return None if version is None else int(version)
     return await run_batch(conn, _sqlite_save, key, row, data)
 
 
-# The content is upserted (DO UPDATE, not DO NOTHING: the row is locked until the
-# statement commits, so that a concurrent collection of it waits), its chunk written
-# only when the row is new (xmax = 0), and the version inserted one past the newest.
+# The user lock first (every other part waits for it), the version inserted one past
+# the newest, the content upserted (DO UPDATE, not DO NOTHING: the row is locked until
+# the statement commits) and its chunk written only when the row is new (xmax = 0).
+_LOCK, _HELD = pg_user_lock("exclusive", create=True)
 _POSTGRES_SAVE = text(
     f"""
-WITH content AS (
+WITH {_LOCK},
+content AS (
     INSERT INTO {artifact_contents.name} (app_name, user_id, sha256, size, chunk_count)
-    VALUES (:app_name, :user_id, :sha256, :size, :chunk_count)
+    SELECT :app_name, :user_id, :sha256, :size, :chunk_count WHERE {_HELD}
     ON CONFLICT (app_name, user_id, sha256) DO UPDATE SET size = EXCLUDED.size
     RETURNING (xmax = 0) AS fresh
 ), chunk AS (
@@ -147,6 +156,7 @@ SELECT :app_name, :user_id, :session_id, :filename, coalesce(max(version) + 1, 0
 FROM {artifacts.name}
 WHERE app_name = :app_name AND user_id = :user_id AND session_id = :session_id
     AND filename = :filename
+HAVING {_HELD}
 RETURNING version
 """
 ).bindparams(bindparam("data", type_=LargeBinary), bindparam("chunk_count", type_=Integer))
@@ -156,6 +166,8 @@ def _sqlite_save(db: Any, key: ArtifactKey, row: ArtifactRow, data: bytes) -> in
     user = (key.app_name, key.user_id)
     execute(db, "BEGIN IMMEDIATE")
     try:
+        made = {"app_name": key.app_name, "user_id": key.user_id, "now": row.create_time}
+        execute(db, SQLITE_CREATE_USER, made)
         held = fetch_one(
             db,
             f"SELECT 1 FROM {artifact_contents.name}"

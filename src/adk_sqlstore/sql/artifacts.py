@@ -3,9 +3,10 @@ once per user and SHA-256 (``sqlstore_artifact_contents``), in chunks
 (``sqlstore_artifact_chunks``, migration 0010).
 
 Every statement names the user: ``(app_name, user_id)`` lead every key and every
-condition. A content is locked (``FOR UPDATE``) by whoever adds a version referring to
-it or deletes it, so that a version is never committed on top of a content being
-collected (SQLite: the write transaction excludes the others).
+condition. Writers of a user's artifacts hold the user lock in ``"exclusive"`` mode
+(:mod:`.users`), so they take turns; a content is also locked (``FOR UPDATE``) by
+whoever adds a version referring to it or deletes it (SQLite: the write transaction
+excludes the others).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "address_clause",
     "address_params",
     "collect_contents",
+    "count_chunks",
     "delete_artifact",
     "delete_chunks",
     "delete_version",
@@ -269,6 +271,14 @@ async def delete_chunks(conn: AsyncConnection, app_name: str, user_id: str, sha2
             _of_user(artifact_chunks, app_name, user_id), artifact_chunks.c.sha256 == sha256
         )
     )
+
+
+async def count_chunks(conn: AsyncConnection, app_name: str, user_id: str, sha256: str) -> int:
+    """How many chunks of ``sha256`` (a content, or a pending stream) are stored."""
+    stmt = select(func.count()).where(
+        _of_user(artifact_chunks, app_name, user_id), artifact_chunks.c.sha256 == sha256
+    )
+    return int((await conn.execute(stmt)).scalar_one())
 
 
 async def read_chunks(

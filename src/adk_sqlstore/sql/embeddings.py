@@ -30,7 +30,6 @@ __all__ = [
     "hnsw_exists",
     "memories_to_embed",
     "memory_pks",
-    "memory_texts",
     "nearest_hnsw",
     "nearest_pgvector",
     "previous_of",
@@ -154,20 +153,6 @@ async def memory_pks(
     for chunk in chunks(list(ids)):
         params = {"app_name": app_name, "user_id": user_id, "ids": chunk}
         found.update((str(i), int(pk)) for i, pk in (await conn.execute(_PKS, params)).all())
-    return found
-
-
-_TEXTS = text("SELECT pk, text FROM sqlstore_memories WHERE pk IN :pks").bindparams(
-    bindparam("pks", expanding=True)
-)
-
-
-async def memory_texts(conn: AsyncConnection, *, pks: Sequence[int]) -> dict[int, str]:
-    """Row key to indexed text, for those of ``pks`` that exist (any user's: for
-    administrative batches such as ``adk-sqlstore memory embed``)."""
-    found: dict[int, str] = {}
-    for chunk in chunks(list(pks)):
-        found.update((int(pk), str(t)) for pk, t in (await conn.execute(_TEXTS, {"pks": chunk})))
     return found
 
 

@@ -11,6 +11,10 @@ transaction there). The rows, the statistics the triggers keep and the ingestion
 record come out as from the statements of :mod:`.memory`. When a session's stored
 incarnation or revision is not the one expected, nothing is written and the caller
 takes its transaction path.
+
+On PostgreSQL each statement takes the user lock first (``"exclusive"``,
+:func:`.users.pg_user_lock`: every other part of it waits for it), then the session's
+row, as the transaction paths do (:data:`.users.LOCK_ORDER`).
 """
 
 from __future__ import annotations
@@ -22,9 +26,11 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ..errors import ConcurrencyConflictError
 from .constructs import CHUNK, PG_ARRAY_ROWS, chunks
 from .memory import MEMORY_COMPARED, MEMORY_UPDATABLE, PG_COLUMN_TYPES
 from .sqlite_thread import execute, fetch_all, fetch_one, rollback_quietly, run_batch
+from .users import SQLITE_CREATE_USER, pg_user_lock
 
 __all__ = ["SessionMemories", "one_round_trip", "replace_session_memories", "write_memories"]
 
@@ -73,17 +79,21 @@ _SESSION_WHERE = "app_name = :app_name AND user_id = :user_id AND id = :session_
 
 # -- PostgreSQL ---------------------------------------------------------------------------
 
+# With the session checked, the user has a row (their session is there); without, the
+# write may be the user's first, and makes it.
+_PG_LOCKS = {check: pg_user_lock("exclusive", create=not check) for check in (True, False)}
 _PG_CHECKED = {
     True: f"SELECT 1 FROM sqlstore_sessions WHERE {_SESSION_WHERE}"
     " AND incarnation = CAST(:incarnation AS TEXT) AND revision = CAST(:revision AS BIGINT)"
-    " FOR SHARE",
-    False: "SELECT 1",
+    " AND {held} FOR SHARE",
+    False: "SELECT 1 WHERE {held}",
 }
 _PG_ARRAYS = ", ".join(
     f"CAST(:rows_{c} AS {PG_COLUMN_TYPES.get(c, 'TEXT')}[])" for c in ("id", *MEMORY_UPDATABLE)
 )
 _PG_REPLACE = """
-WITH checked AS ({checked}),
+WITH {lock},
+checked AS ({checked}),
 gone AS (
     DELETE FROM sqlstore_memories
     WHERE app_name = :app_name AND user_id = :user_id AND session_id = :session_id
@@ -110,7 +120,8 @@ SELECT (SELECT count(*) FROM checked), (SELECT count(*) FROM gone)
 _PG_STATEMENTS = {
     check: text(
         _PG_REPLACE.format(
-            checked=sql,
+            lock=_PG_LOCKS[check][0],
+            checked=sql.format(held=_PG_LOCKS[check][1]),
             columns=", ".join(_COLUMNS),
             arrays=_PG_ARRAYS,
             conflict=_CONFLICT,
@@ -121,19 +132,26 @@ _PG_STATEMENTS = {
 }
 """One statement per case: the session checked (and locked) or not."""
 
+_PG_WRITE_LOCK, _PG_WRITE_HELD = pg_user_lock("exclusive", create=True)
 _PG_UPSERT = (
-    f"INSERT INTO sqlstore_memories ({', '.join(_COLUMNS)})"
+    f"upserted AS (INSERT INTO sqlstore_memories ({', '.join(_COLUMNS)})"
     f" SELECT CAST(:app_name AS TEXT), CAST(:user_id AS TEXT), m.* FROM unnest({_PG_ARRAYS})"
-    f" AS m{_CONFLICT}"
+    f" AS m WHERE {_PG_WRITE_HELD}{_CONFLICT})"
+)
+_PG_GONE = (
+    "gone AS (DELETE FROM sqlstore_memories WHERE app_name = :app_name"
+    f" AND user_id = :user_id AND id = ANY(CAST(:gone AS TEXT[])) AND {_PG_WRITE_HELD})"
 )
 _PG_WRITES = {
-    False: text(_PG_UPSERT),
-    True: text(
-        "WITH gone AS (DELETE FROM sqlstore_memories WHERE app_name = :app_name"
-        " AND user_id = :user_id AND id = ANY(CAST(:gone AS TEXT[]))) " + _PG_UPSERT
-    ),
+    gone: text(
+        f"WITH {_PG_WRITE_LOCK},\n{_PG_GONE + ',' if gone else ''}\n{_PG_UPSERT}\n"
+        f"SELECT {_PG_WRITE_HELD}"
+    )
+    for gone in (False, True)
 }
-"""The rows upserted, after deleting the memories of ``:gone`` ids or not."""
+"""The user locked (and made if absent), then the memories of ``:gone`` ids deleted or
+not, then the rows upserted; the statement returns whether the lock was held (if not,
+the user was forgotten while it waited, and nothing was written)."""
 
 
 def _arrays(params: dict[str, Any], rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -150,10 +168,17 @@ async def _postgres_replace(conn: AsyncConnection, write: SessionMemories) -> in
 
 
 async def _postgres_write(
-    conn: AsyncConnection, app_name: str, user_id: str, rows: Sequence[Any], gone: Sequence[str]
-) -> None:
-    params = _arrays({"app_name": app_name, "user_id": user_id, "gone": list(gone)}, rows)
-    await conn.execute(_PG_WRITES[bool(gone)], params)
+    conn: AsyncConnection,
+    app_name: str,
+    user_id: str,
+    rows: Sequence[Any],
+    gone: Sequence[str],
+    now: float,
+) -> bool:
+    params = _arrays(
+        {"app_name": app_name, "user_id": user_id, "gone": list(gone), "now": now}, rows
+    )
+    return bool((await conn.execute(_PG_WRITES[bool(gone)], params)).scalar_one())
 
 
 # -- SQLite -------------------------------------------------------------------------------
@@ -187,6 +212,8 @@ def _sqlite_replace(db: Any, write: SessionMemories) -> int | None:
             if stored is None or tuple(stored) != (write.incarnation, write.revision):
                 execute(db, "ROLLBACK")
                 return None
+        else:  # the user's first row, maybe: theirs made if absent (sql.users)
+            execute(db, SQLITE_CREATE_USER, params)
         keep = {row["id"] for row in write.rows}
         gone = [pk for mid, pk in fetch_all(db, _SQLITE_EXISTING, params) if mid not in keep]
         deleted = _sqlite_delete(db, write.app_name, write.user_id, "pk", gone)
@@ -211,11 +238,13 @@ def _sqlite_delete(db: Any, app_name: str, user_id: str, key: str, keys: Sequenc
 
 
 def _sqlite_write(
-    db: Any, app_name: str, user_id: str, rows: Sequence[Any], gone: Sequence[str]
+    db: Any, app_name: str, user_id: str, rows: Sequence[Any], gone: Sequence[str], now: float
 ) -> None:
     """A list of memories written as one SQLite transaction (a batch)."""
     execute(db, "BEGIN IMMEDIATE")
     try:
+        user = {"app_name": app_name, "user_id": user_id, "now": now}
+        execute(db, SQLITE_CREATE_USER, user)
         _sqlite_delete(db, app_name, user_id, "id", gone)
         if rows:
             db.cursor().executemany(_SQLITE_UPSERT, rows)
@@ -260,19 +289,29 @@ async def write_memories(
     user_id: str,
     rows: Sequence[dict[str, Any]],
     gone: Sequence[str] = (),
+    now: float,
 ) -> None:
     """Delete the user's memories with the ids ``gone``, then upsert ``rows`` (as
     :func:`.memory.upsert_memories`: unchanged rows are not rewritten; of rows with
-    the same id, the last wins), atomically in one round trip.
+    the same id, the last wins), atomically in one round trip, under the user lock
+    (the user's row made if absent, ``now`` its creation time).
 
     ``conn`` must be outside any transaction (PostgreSQL: in AUTOCOMMIT mode). Every
     row must be of the user, as many as :func:`one_round_trip` allows, and none of
     their ids in ``gone``.
+
+    Raises:
+        ConcurrencyConflictError: the user was forgotten while the statement waited for
+            their lock (PostgreSQL); nothing was written: run it again.
     """
     if conn.dialect.name == "postgresql":
         latest: dict[str, dict[str, Any]] = {}
         for row in rows:  # one statement may not update a row twice
             latest[row["id"]] = row
-        await _postgres_write(conn, app_name, user_id, list(latest.values()), gone)
+        if not await _postgres_write(conn, app_name, user_id, list(latest.values()), gone, now):
+            raise ConcurrencyConflictError(
+                f"user {user_id!r} of app {app_name!r} was forgotten while their memories"
+                " waited to be written; nothing was written"
+            )
         return
-    await run_batch(conn, _sqlite_write, app_name, user_id, rows, gone)
+    await run_batch(conn, _sqlite_write, app_name, user_id, rows, gone, now)

@@ -25,6 +25,7 @@ that the write-ahead log can be emptied (see :func:`purge_deleted_text`)."""
 # Tables whose PostgreSQL statistics (pg_stats: most common values and elements) name
 # users and their words; refreshed after a user is forgotten.
 USER_TABLES = (
+    "sqlstore_users",
     "sqlstore_sessions",
     "sqlstore_events",
     "sqlstore_session_state",
@@ -34,6 +35,9 @@ USER_TABLES = (
     "sqlstore_memory_terms",
     "sqlstore_memory_ingestions",
     "sqlstore_memory_embeddings",
+    "sqlstore_artifacts",
+    "sqlstore_artifact_contents",
+    "sqlstore_artifact_chunks",
 )
 
 

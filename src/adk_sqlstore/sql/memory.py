@@ -24,9 +24,9 @@ __all__ = [
     "delete_memories",
     "delete_memories_by_pk",
     "idle_sessions",
-    "lock_statistics",
     "memories_to_reindex",
     "memory_ids_of_session",
+    "memory_texts",
     "other_analysis",
     "record_ingestion",
     "set_terms",
@@ -80,38 +80,18 @@ _PG_UPSERT = text(
 ``:user_id`` bound once: the statement names its one user)."""
 
 
-_LOCK_STATISTICS = {
-    "postgresql": text(
-        "INSERT INTO sqlstore_memory_stats (app_name, user_id, doc_count, lexeme_count)"
-        " VALUES (:app_name, :user_id, 0, 0) ON CONFLICT (app_name, user_id)"
-        " DO UPDATE SET doc_count = sqlstore_memory_stats.doc_count"
-    ),
-    "mysql": text(
-        "INSERT INTO sqlstore_memory_stats (app_name, user_id, doc_count, lexeme_count)"
-        " VALUES (:app_name, :user_id, 0, 0) ON DUPLICATE KEY UPDATE doc_count = doc_count"
-    ),
-}
+_TEXTS = text("SELECT pk, text FROM sqlstore_memories WHERE pk IN :pks").bindparams(
+    bindparam("pks", expanding=True)
+)
 
 
-async def lock_statistics(
-    conn: AsyncConnection, *, app_name: str, user_id: str, writing_memories: bool = False
-) -> None:
-    """Lock the user's statistics row (made if absent, counting nothing) until the
-    transaction ends, first thing in a transaction that writes the user's memories or
-    forgets the user: writers of one user then queue there.
-
-    ``forget_user`` takes it on PostgreSQL and MySQL: a memory write committed while it
-    ran is then either forgotten whole or kept whole with its statistics (without the
-    lock, a concurrent ``add_memory`` could leave memories whose statistics row was
-    deleted, found by no search). Memory writes (``writing_memories``) take it on MySQL
-    and MariaDB only: their row triggers lock the memory rows before the statistics row,
-    and two writers of one user deadlocked on the pair; PostgreSQL's statement triggers
-    take the statistics row last, after every memory row. SQLite: nothing to do (one
-    writer at a time)."""
-    dialect = conn.dialect.name
-    if dialect == "sqlite" or (writing_memories and dialect != "mysql"):
-        return
-    await conn.execute(_LOCK_STATISTICS[dialect], {"app_name": app_name, "user_id": user_id})
+async def memory_texts(conn: AsyncConnection, *, pks: Sequence[int]) -> dict[int, str]:
+    """Row key to indexed text, for those of ``pks`` that exist (any user's: for
+    administrative batches such as ``adk-sqlstore memory embed`` and ``reindex``)."""
+    found: dict[int, str] = {}
+    for chunk in chunks(list(pks)):
+        found.update((int(pk), str(t)) for pk, t in (await conn.execute(_TEXTS, {"pks": chunk})))
+    return found
 
 
 async def memory_ids_of_session(
@@ -299,16 +279,16 @@ async def count_memories_to_reindex(
 
 async def memories_to_reindex(
     conn: AsyncConnection, *, signature: str, app_name: str | None, after: int, limit: int
-) -> list[tuple[int, str]]:
-    """Up to ``limit`` memories not analysed as ``signature``, as ``(pk, text)`` in
-    row-key order after ``after`` (keyset pagination)."""
+) -> list[tuple[int, str, str]]:
+    """Up to ``limit`` memories not analysed as ``signature``, as ``(pk, app_name,
+    user_id)`` in row-key order after ``after`` (keyset pagination)."""
     stmt = (
-        select(memories.c.pk, memories.c.text)
+        select(memories.c.pk, memories.c.app_name, memories.c.user_id)
         .where(*_not_analysed_as(signature, app_name), memories.c.pk > after)
         .order_by(memories.c.pk)
         .limit(limit)
     )
-    return [(int(pk), str(text)) for pk, text in (await conn.execute(stmt)).all()]
+    return [(int(pk), str(a), str(u)) for pk, a, u in (await conn.execute(stmt)).all()]
 
 
 _SET_TERMS = (

@@ -1,5 +1,10 @@
 """Statements that delete in bulk: pruning sessions by age (with their artifacts),
-forgetting a user (with every artifact of the user's)."""
+forgetting a user (with every artifact of the user's).
+
+Both take their locks in the order of :data:`.users.LOCK_ORDER`: the caller holds the
+user lock (prune: of every user of the batch), then the sessions are locked in key
+order, then the tables are emptied group by group.
+"""
 
 from __future__ import annotations
 
@@ -21,8 +26,24 @@ from ..schema import (
     user_state,
 )
 from .artifacts import collect_contents
+from .constructs import chunks
+from .users import delete_user, lock_users
 
 __all__ = ["forget_user", "prune_batch", "prune_counts"]
+
+_FORGET_COUNTS = (
+    "events",
+    "session_state_keys",
+    "sessions",
+    "user_state_keys",
+    "memories",
+    "memory_ingestions",
+    "memory_stats",
+    "artifact_versions",
+    "artifact_chunks",
+    "artifact_contents",
+)
+"""What :func:`forget_user` counts, in the order it reports them."""
 
 # Keys per IN list of (app_name, user_id, session_id): 3 bound parameters each.
 _KEYS_PER_STATEMENT = 300
@@ -36,14 +57,15 @@ def _stale(cutoff: float, app_name: str | None) -> list[ColumnElement[bool]]:
 
 
 def _pruned_tables(with_memories: bool) -> list[tuple[str, Any]]:
+    """The tables prune empties of its sessions' rows, in lock order."""
     tables = [
         ("events", events),
         ("session_state_keys", session_state),
         ("memory_ingestions", memory_ingestions),
-        ("artifact_versions", artifacts),
     ]
     if with_memories:
         tables.append(("memories", memories))
+    tables.append(("artifact_versions", artifacts))
     return tables
 
 
@@ -75,25 +97,37 @@ async def prune_counts(
 
 async def prune_batch(
     conn: AsyncConnection, *, cutoff: float, app_name: str | None, with_memories: bool, limit: int
-) -> dict[str, int]:
+) -> tuple[int, dict[str, int]]:
     """Delete up to ``limit`` sessions last updated before ``cutoff`` (oldest first),
     with their events, session state, ingestion records and artifacts (their bytes
     when no other version of the user's holds them), and with ``with_memories`` their
-    memories; returns rows deleted by kind. The sessions are locked while read
-    (PostgreSQL, MySQL: FOR UPDATE; SQLite: the caller's write transaction), so a
-    session appended to meanwhile is either kept or its append fails; user and app
-    state, and the user's own artifacts, are never touched."""
+    memories; returns how many sessions were found stale, and rows deleted by kind.
+
+    The users of the sessions found are locked (``"exclusive"``, in key order), then
+    the sessions (PostgreSQL, MySQL: FOR UPDATE, in key order; SQLite: the caller's
+    write transaction), each checked stale again: a session appended to meanwhile is
+    kept, or its append waits and fails. User and app state, and the user's own
+    artifacts, are never touched."""
     stmt = (
         select(sessions.c.app_name, sessions.c.user_id, sessions.c.id)
         .where(*_stale(cutoff, app_name))
         .order_by(sessions.c.update_time, sessions.c.app_name, sessions.c.user_id, sessions.c.id)
         .limit(limit)
-        .with_for_update()
     )
-    keys = [tuple(row) for row in (await conn.execute(stmt)).all()]
+    found = sorted(tuple(row) for row in (await conn.execute(stmt)).all())
+    await lock_users(conn, [(app, user) for app, user, _ in found], mode="exclusive")
+    keys: list[tuple[Any, ...]] = []
+    for chunk in chunks(found, _KEYS_PER_STATEMENT):
+        key = tuple_(sessions.c.app_name, sessions.c.user_id, sessions.c.id)
+        locked = (
+            select(sessions.c.app_name, sessions.c.user_id, sessions.c.id)
+            .where(key.in_(chunk), *_stale(cutoff, app_name))
+            .order_by(sessions.c.app_name, sessions.c.user_id, sessions.c.id)
+            .with_for_update()
+        )
+        keys.extend(tuple(row) for row in (await conn.execute(locked)).all())
     counts = {"sessions": 0, **{name: 0 for name, _ in _pruned_tables(with_memories)}}
-    for start in range(0, len(keys), _KEYS_PER_STATEMENT):
-        chunk = keys[start : start + _KEYS_PER_STATEMENT]
+    for chunk in chunks(keys, _KEYS_PER_STATEMENT):
         held = select(artifacts.c.app_name, artifacts.c.user_id, artifacts.c.content_sha256)
         held = held.where(
             tuple_(artifacts.c.app_name, artifacts.c.user_id, artifacts.c.session_id).in_(chunk),
@@ -109,16 +143,22 @@ async def prune_batch(
         counts["sessions"] += int(result.rowcount)
         for app, user, sha in sorted(contents):
             await collect_contents(conn, app, user, [sha])
-    return counts
+    return len(found), counts
 
 
 async def forget_user(conn: AsyncConnection, *, app_name: str, user_id: str) -> dict[str, int]:
-    """Delete everything stored for one user of one app; returns row counts by kind."""
+    """Delete everything stored for one user of one app; returns row counts by kind.
+
+    The caller holds the user lock in ``"forget"`` mode: every other writer of the
+    user has committed, and none starts, but an append, which locks only its session
+    row; so the user's sessions are locked next (in key order), then every table is
+    emptied in lock order, and the user's row goes last."""
+    user = and_(sessions.c.app_name == app_name, sessions.c.user_id == user_id)
+    await conn.execute(select(sessions.c.id).where(user).order_by(sessions.c.id).with_for_update())
     counts: dict[str, int] = {}
     for name, table in [
         ("events", events),
         ("session_state_keys", session_state),
-        ("sessions", sessions),
         ("user_state_keys", user_state),
         ("memories", memories),
         ("memory_ingestions", memory_ingestions),
@@ -126,9 +166,11 @@ async def forget_user(conn: AsyncConnection, *, app_name: str, user_id: str) -> 
         ("artifact_versions", artifacts),
         ("artifact_chunks", artifact_chunks),
         ("artifact_contents", artifact_contents),
+        ("sessions", sessions),
     ]:
         result = await conn.execute(
             delete(table).where(table.c.app_name == app_name, table.c.user_id == user_id)
         )
         counts[name] = int(result.rowcount)
-    return counts
+    await delete_user(conn, app_name=app_name, user_id=user_id)
+    return {name: counts[name] for name in _FORGET_COUNTS}

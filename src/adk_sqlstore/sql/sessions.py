@@ -20,6 +20,7 @@ from .constructs import chunks, upsert
 __all__ = [
     "ScopeStates",
     "SessionRow",
+    "delete_ingestion_record",
     "delete_session",
     "insert_events",
     "insert_session",
@@ -244,17 +245,44 @@ async def load_user_states(
 
 
 async def delete_session(
-    conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str
+    conn: AsyncConnection,
+    *,
+    app_name: str,
+    user_id: str,
+    session_id: str,
+    ingestion_record: bool = True,
 ) -> bool:
-    """Delete a session with its events, session state and ingestion record (its
-    memories stay: they are the user's); True if it existed."""
-    for table in (events, session_state, memory_ingestions):
-        await conn.execute(
-            delete(table).where(
-                table.c.app_name == app_name,
-                table.c.user_id == user_id,
-                table.c.session_id == session_id,
-            )
+    """Delete a session with its events, session state and (``ingestion_record``) its
+    memory ingestion record (its memories stay: they are the user's); True if it
+    existed. The session row is locked first (lock order: the session, then its rows),
+    so that an append or an ingestion of it under way commits first or then finds it
+    gone; the caller holds the user lock (``"exclusive"``: the ingestion record is a
+    memory table's, and comes after user and app state in the lock order: a caller
+    that writes those next deletes it last, :func:`delete_ingestion_record`)."""
+    where = session_key(app_name, user_id, session_id)
+    await conn.execute(select(sessions.c.revision).where(where).with_for_update())
+    for table in (events, session_state):
+        await conn.execute(delete(table).where(_of_session(table, app_name, user_id, session_id)))
+    result = await conn.execute(delete(sessions).where(where))
+    if ingestion_record:
+        await delete_ingestion_record(
+            conn, app_name=app_name, user_id=user_id, session_id=session_id
         )
-    result = await conn.execute(delete(sessions).where(session_key(app_name, user_id, session_id)))
     return bool(result.rowcount)
+
+
+async def delete_ingestion_record(
+    conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str
+) -> None:
+    """Forget which revision of a session memory holds (the session was deleted or
+    replaced: the idle job ingests a session of that id again)."""
+    table = memory_ingestions
+    await conn.execute(delete(table).where(_of_session(table, app_name, user_id, session_id)))
+
+
+def _of_session(table: Any, app_name: str, user_id: str, session_id: str) -> Any:
+    return and_(
+        table.c.app_name == app_name,
+        table.c.user_id == user_id,
+        table.c.session_id == session_id,
+    )
