@@ -10,7 +10,6 @@ from typing import Any
 
 from ..errors import AlreadyExistsError
 from ..sql import sessions as sql
-from ..sql.users import lock_user
 from ..state import merge_state, split_delta
 from ..store import Store, retry_conflicts
 from ..validation import check_state_delta
@@ -56,10 +55,7 @@ async def _insert(
 
     user = {"app_name": key["app_name"], "user_id": key["user_id"]}
     async with store.transaction(write=True, on_duplicate=taken) as conn:
-        await lock_user(conn, **user, mode="share", create=True, now=now)
-        await sql.insert_session(
-            conn, **key, create_time=now, update_time=now, incarnation=incarnation
-        )
+        await sql.insert_new_session(conn, **key, now=now, incarnation=incarnation)
         await sql.write_state(
             conn, **key, app=encoded.app, user=encoded.user, session=encoded.session, now=now
         )

@@ -11,11 +11,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, insert, literal, select, union_all
+from sqlalchemy import ColumnElement, and_, delete, insert, literal, select, text, union_all
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ..errors import ConcurrencyConflictError
 from ..schema import app_state, events, memory_ingestions, session_state, sessions, user_state
 from .constructs import chunks, upsert
+from .users import lock_user, pg_user_lock
 
 __all__ = [
     "ScopeStates",
@@ -23,6 +25,7 @@ __all__ = [
     "delete_ingestion_record",
     "delete_session",
     "insert_events",
+    "insert_new_session",
     "insert_session",
     "load_app_state",
     "load_session",
@@ -64,6 +67,48 @@ def session_key(app_name: str, user_id: str, session_id: str) -> ColumnElement[b
         sessions.c.user_id == user_id,
         sessions.c.id == session_id,
     )
+
+
+_PG_LOCK, _PG_HELD = pg_user_lock("share", create=True)
+_PG_LOCKED_INSERT = text(
+    f"WITH {_PG_LOCK}\nINSERT INTO sqlstore_sessions"
+    " (app_name, user_id, id, revision, create_time, update_time, incarnation)"
+    " SELECT :app_name, :user_id, :session_id, 0, :now, :now, :incarnation"
+    f" WHERE {_PG_HELD}"
+)
+
+
+async def insert_new_session(
+    conn: AsyncConnection,
+    *,
+    app_name: str,
+    user_id: str,
+    session_id: str,
+    now: float,
+    incarnation: str,
+) -> None:
+    """Take the user lock (``"share"``, the user's row made if absent: :mod:`.users`)
+    and insert a new session row (revision 0, created and updated ``now``): on
+    PostgreSQL one statement, elsewhere two.
+
+    Raises:
+        sqlalchemy.exc.IntegrityError: the session exists.
+        ConcurrencyConflictError: the user was forgotten while this waited for the
+            user lock (PostgreSQL; nothing was written: run it again).
+    """
+    params: dict[str, Any] = {"app_name": app_name, "user_id": user_id, "session_id": session_id}
+    if conn.dialect.name == "postgresql":
+        result = await conn.execute(
+            _PG_LOCKED_INSERT, {**params, "now": now, "incarnation": incarnation}
+        )
+        if result.rowcount != 1:
+            raise ConcurrencyConflictError(
+                f"user {user_id!r} of app {app_name!r} was forgotten while session"
+                f" {session_id!r} waited to be created; nothing was written"
+            )
+        return
+    await lock_user(conn, app_name=app_name, user_id=user_id, mode="share", create=True, now=now)
+    await insert_session(conn, **params, create_time=now, update_time=now, incarnation=incarnation)
 
 
 async def insert_session(
