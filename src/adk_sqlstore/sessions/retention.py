@@ -107,7 +107,17 @@ async def forget_user(store: Store, *, app_name: str, user_id: str) -> dict[str,
 
     async def forget() -> dict[str, int]:
         async with store.transaction(write=True) as conn:
-            await lock_user(conn, app_name=app_name, user_id=user_id, mode="forget")
+            # create=True: on PostgreSQL a user whose first row another transaction is
+            # making has no row this one can see yet; making it waits for that
+            # transaction, so its writes are all deleted here or all committed after.
+            await lock_user(
+                conn,
+                app_name=app_name,
+                user_id=user_id,
+                mode="forget",
+                create=True,
+                now=time.time(),
+            )
             return await sql.forget_user(conn, app_name=app_name, user_id=user_id)
 
     counts = await retry_conflicts(forget)

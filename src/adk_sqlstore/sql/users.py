@@ -15,8 +15,11 @@ cycle, on any backend (``docs/architecture.md``, "Locks"):
   backfills), which take turns per user (PostgreSQL ``FOR NO KEY UPDATE``, which
   ``"share"`` holders do not wait for; MySQL ``FOR UPDATE``);
 - ``"forget"``: ``forget_user``, which waits for every writer of the user holding the
-  lock and keeps new ones waiting until it commits (``FOR UPDATE`` on both), then
-  locks the user's sessions: an append, the one writer that takes no user lock,
+  lock and keeps new ones waiting until it commits (``FOR UPDATE`` on both; it makes
+  the row if absent, which on PostgreSQL waits for a transaction making the user's
+  first row: a plain locking read does not see that row, and ``forget_user`` then
+  deleted the rows of that writer's that it saw, one table at a time, and left the
+  others), then locks the user's sessions: an append, the one writer that takes no user lock,
   locks its session row first, so it commits before ``forget_user`` deletes it or
   finds it gone.
 
