@@ -153,7 +153,8 @@ async def _outside_transaction(backend: str, url: str) -> Any:
     if backend == "postgres":
         import asyncpg
 
-        conn = await asyncpg.connect(_asyncpg_dsn(url))
+        # without the store's own settings (?pgbouncer=... in the PgBouncer run)
+        conn = await asyncpg.connect(_asyncpg_dsn(url.split("?")[0]))
         await conn.execute("SET deadlock_timeout = '10s'")  # the store's side detects it
         return conn.execute, conn.close
     conn = await _mysql_connect(url)
