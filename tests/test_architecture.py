@@ -44,7 +44,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("the store", ["migration", "store"]),
     ("search", ["search"]),
     ("sessions", ["sessions"]),
-    ("memory", ["memory", "artifacts"]),
+    ("memory", ["memory", "artifacts", "generation"]),
     ("integrations", ["adk", "cli", "demo", "_entry", "__main__", "__init__"]),
 ]
 

@@ -31,6 +31,7 @@ from adk_sqlstore import (
     Event,
     EventActions,
     MemoryEntry,
+    MemoryGenerator,
     Session,
     SqlMemoryService,
     SqlSessionService,
@@ -39,6 +40,7 @@ from adk_sqlstore.artifacts import ArtifactStorage, artifact_key
 from adk_sqlstore.sql.users import EXCLUSIVE_TABLES, LOCK_ORDER
 
 from .embedders import Concepts
+from .scripted_models import ScriptedModel
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -248,6 +250,8 @@ WRITERS = {
         "reindex",
         "embed_missing",
         "close_session",  # deprecated: ingest_session
+        "generate",
+        "generate_pending",
     },
     ArtifactStorage: {"save", "save_stream", "restore", "delete"},
 }
@@ -271,6 +275,10 @@ READERS = {
         "count_to_embed",
         "count_idle_sessions",
         "idle_sessions",
+        "list_facts",
+        "fact_history",
+        "generation_failures",
+        "retrieve_profiles",
         "from_url",
         "close",
     },
@@ -363,11 +371,28 @@ def test_the_check_finds_orders_it_forbids(sql: list[str], expected: str) -> Non
     assert any(expected in p for p in found), found
 
 
+def _one_fact(prompt: dict[str, Any]) -> dict[str, Any]:
+    """Extraction: one fact from the last event shown."""
+    last = prompt["conversation"][-1]
+    return {
+        "facts": [{"text": last["text"], "topics": ["USER_PREFERENCES"], "event_ids": [last["id"]]}]
+    }
+
+
+def _invalidate_all(prompt: dict[str, Any]) -> dict[str, Any]:
+    """Consolidation: every stored fact shown is contradicted (updates and deletes)."""
+    stored = [f["id"] for f in prompt["stored_facts"]]
+    return {"decisions": [{"fact": "N1", "action": "invalidate", "target": t} for t in stored]}
+
+
 async def _every_writer(url: str, recorder: Recorder, embedder: Any) -> None:
     """Run every writer of WRITERS on ``url``, each call under its name."""
     key: dict[str, Any] = {"app_name": "locks", "user_id": "u1"}
     async with SqlSessionService.from_url(url) as sessions:
-        memory = SqlMemoryService(sessions.store, embedder=embedder)
+        model = ScriptedModel(_one_fact, _invalidate_all)
+        memory = SqlMemoryService(
+            sessions.store, embedder=embedder, generator=MemoryGenerator(model)
+        )
         await memory.vector_storage()
         storage = ArtifactStorage(sessions.store)
         recorder.listen(sessions.store.engine.sync_engine)
@@ -392,6 +417,18 @@ async def _every_writer(url: str, recorder: Recorder, embedder: Any) -> None:
         with recorder.call("add_memory"):
             await memory.add_memory(
                 **key, memories=[MemoryEntry(content={"parts": [{"text": "a tennis fact"}]})]
+            )
+        with recorder.call("generate"):
+            await sessions.append_event(s, _turn("a generated fact", 11))
+            await memory.generate(**key, session_id=s.id)
+        with recorder.call("generate_pending"):
+            await sessions.append_event(s, _turn("a pending fact", 12))
+            await memory.generate_pending(app_name="locks")
+        with recorder.call("add_memory (consolidated)"):
+            await memory.add_memory(
+                **key,
+                memories=[MemoryEntry(content={"parts": [{"text": "a consolidated fact"}]})],
+                consolidate=True,
             )
         with recorder.call("ingest_session"):
             await memory.ingest_session(**key, session_id=s.id)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         ConfigurationError,
         DatabaseUnavailableError,
         EmbeddingError,
+        GenerationError,
         InvalidArgumentError,
         InvalidEventError,
         InvalidIdentifierError,
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
         StaleSessionError,
         VectorSearchWarning,
     )
+    from .generation import Fact, FactRevision, GenerationReport, MemoryGenerator, Topic
     from .memory import IngestEvery, IngestReport, MemoryCheckpoint, SqlMemoryService
     from .models import (
         Content,
@@ -63,6 +65,7 @@ _HOMES = {
         "ConfigurationError",
         "DatabaseUnavailableError",
         "EmbeddingError",
+        "GenerationError",
         "InvalidArgumentError",
         "InvalidEventError",
         "InvalidIdentifierError",
@@ -76,6 +79,7 @@ _HOMES = {
         "StaleSessionError",
         "VectorSearchWarning",
     ],
+    "generation": ["Fact", "FactRevision", "GenerationReport", "MemoryGenerator", "Topic"],
     "memory": ["IngestEvery", "IngestReport", "MemoryCheckpoint", "SqlMemoryService"],
     "models": [
         "Content",
@@ -103,6 +107,10 @@ __all__ = [
     "EmbeddingError",
     "Event",
     "EventActions",
+    "Fact",
+    "FactRevision",
+    "GenerationError",
+    "GenerationReport",
     "GetSessionConfig",
     "IngestEvery",
     "IngestReport",
@@ -114,6 +122,7 @@ __all__ = [
     "ListSessionsResponse",
     "MemoryCheckpoint",
     "MemoryEntry",
+    "MemoryGenerator",
     "MigrationError",
     "Part",
     "PoolTimeoutError",
@@ -127,6 +136,7 @@ __all__ = [
     "SqlSessionService",
     "StaleSessionError",
     "Store",
+    "Topic",
     "VectorSearchWarning",
 ]
 

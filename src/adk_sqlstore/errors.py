@@ -17,6 +17,7 @@ __all__ = [
     "ConfigurationError",
     "DatabaseUnavailableError",
     "EmbeddingError",
+    "GenerationError",
     "InvalidArgumentError",
     "InvalidArtifactError",
     "InvalidEventError",
@@ -149,6 +150,14 @@ class ConfigurationError(InvalidArgumentError):
 class EmbeddingError(AdkSqlStoreError):
     """An embedder failed (its server answered with an error, or could not be
     reached) or returned vectors of the wrong number, length or values."""
+
+
+class GenerationError(AdkSqlStoreError):
+    """Memory generation failed for a session: its model failed or timed out, or
+    answered with something that is not the JSON asked for. The message names the
+    model and what went wrong, never the conversation's text. Nothing was written for
+    that session's facts (its turns are stored as without generation), and the next
+    run tries it again, up to its limit of attempts."""
 
 
 class SearchLanguageWarning(UserWarning):

@@ -42,7 +42,10 @@ __all__ = [
     "upgrade",
 ]
 
-REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011")
+REVISIONS = (
+    *("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010"),
+    *("0011", "0012"),
+)
 """Every Alembic revision this version of the library knows, oldest first."""
 
 HEAD_REVISION = REVISIONS[-1]

@@ -54,6 +54,10 @@ __all__ = [
     "artifact_contents",
     "artifacts",
     "events",
+    "fact_leases",
+    "fact_revisions",
+    "fact_sources",
+    "facts",
     "include_object",
     "key",
     "memories",
@@ -351,6 +355,73 @@ artifact_chunks = Table(
     Column("seq", Integer, nullable=False),
     Column("data", LargeBinary().with_variant(mysql.LONGBLOB(), "mysql"), nullable=False),
     PrimaryKeyConstraint("app_name", "user_id", "sha256", "seq"),
+)
+
+# Memory generation (migration 0012). A fact a model extracted from conversations (or
+# imported): current while invalid_at is NULL (and expire_at, if any, is ahead); a
+# current fact is also a row of sqlstore_memories with the same id, which search finds.
+facts = Table(
+    "sqlstore_facts",
+    metadata,
+    Column("app_name", IDENTIFIER, nullable=False),
+    Column("user_id", IDENTIFIER, nullable=False),
+    Column("id", IDENTIFIER, nullable=False),
+    Column("text", _TEXT, nullable=False),
+    Column("topics", _TEXT, nullable=False),  # a JSON list of topic names
+    Column("valid_from", Double, nullable=True),  # when it became true (seconds, UTC)
+    Column("invalid_at", Double, nullable=True),  # when a later fact contradicted it
+    Column("expire_at", Double, nullable=True),  # its time to live's end
+    Column("session_id", IDENTIFIER, nullable=True),  # the source of its last revision
+    Column("event_ids", _TEXT, nullable=False),  # a JSON list: that revision's events
+    Column("revision_count", Integer, nullable=False),
+    Column("create_time", Double, nullable=False),
+    Column("update_time", Double, nullable=False),
+    PrimaryKeyConstraint("app_name", "user_id", "id"),
+)
+
+# Every change of a fact, numbered from 1: create, update, invalidate, expire.
+fact_revisions = Table(
+    "sqlstore_fact_revisions",
+    metadata,
+    Column("app_name", IDENTIFIER, nullable=False),
+    Column("user_id", IDENTIFIER, nullable=False),
+    Column("fact_id", IDENTIFIER, nullable=False),
+    Column("revision", Integer, nullable=False),
+    Column("action", key(16), nullable=False),
+    Column("old_text", _TEXT, nullable=True),
+    Column("new_text", _TEXT, nullable=True),
+    Column("session_id", IDENTIFIER, nullable=True),
+    Column("event_ids", _TEXT, nullable=False),
+    Column("model", _TEXT, nullable=True),
+    Column("create_time", Double, nullable=False),
+    PrimaryKeyConstraint("app_name", "user_id", "fact_id", "revision"),
+)
+
+# Per session: how many of its events generation has processed (the watermark), and
+# the failed attempts at the events after it.
+fact_sources = Table(
+    "sqlstore_fact_sources",
+    metadata,
+    Column("app_name", IDENTIFIER, nullable=False),
+    Column("user_id", IDENTIFIER, nullable=False),
+    Column("session_id", IDENTIFIER, nullable=False),
+    Column("event_count", Integer, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("error", _TEXT, nullable=True),  # the last failure's kind, never content
+    Column("update_time", Double, nullable=False),
+    PrimaryKeyConstraint("app_name", "user_id", "session_id"),
+)
+
+# Per user generating: who (a random token) may write the user's facts until when
+# (seconds, UTC): one generator per user at a time, across processes and machines.
+fact_leases = Table(
+    "sqlstore_fact_leases",
+    metadata,
+    Column("app_name", IDENTIFIER, nullable=False),
+    Column("user_id", IDENTIFIER, nullable=False),
+    Column("holder", key(64), nullable=False),
+    Column("lease_until", Double, nullable=False),
+    PrimaryKeyConstraint("app_name", "user_id"),
 )
 
 SEARCH_OBJECTS: dict[str, dict[str, set[Any]]] = {

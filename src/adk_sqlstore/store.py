@@ -237,6 +237,9 @@ class Store(ClosedOnExit):
         self.search_embedder: str | None = None
         """The URL's ``?embedder=`` (hybrid memory search), taken by memory services on
         this store that are not given one."""
+        self.memory_generator: str | None = None
+        """The URL's ``?generator=`` (the model of memory generation), taken by memory
+        services on this store that are not given one."""
         self._ready = False
         self._schema_reported = False
         # One per event loop: an asyncio.Lock belongs to the loop that first waits on it.
@@ -255,7 +258,8 @@ class Store(ClosedOnExit):
                 embedded SQLite file. Every spelling of :mod:`adk_sqlstore.urls` works
                 (``postgresql://``, ``sqlite:///``, ADK's ``sqlstore+...`` URIs, an
                 ``auto_migrate`` parameter, ``language`` and ``embedder`` parameters for
-                memory search: :attr:`search_language`, :attr:`search_embedder`).
+                memory search: :attr:`search_language`, :attr:`search_embedder`; a
+                ``generator`` parameter for memory generation: :attr:`memory_generator`).
             auto_migrate: migrate on first use; ``None`` means as the URL's
                 ``auto_migrate`` parameter says, else for SQLite yes and for PostgreSQL
                 no (a server database is never altered unless asked). Other stores on
@@ -283,6 +287,7 @@ class Store(ClosedOnExit):
         store._owns_engine = True
         store.search_language = target.language
         store.search_embedder = target.embedder
+        store.memory_generator = target.generator
         return store
 
     @classmethod

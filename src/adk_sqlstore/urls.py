@@ -83,6 +83,8 @@ class DatabaseTarget:
             (``None`` when absent).
         embedder: the URL's ``embedder`` parameter, the embedder of hybrid memory
             search (``None`` when absent).
+        generator: the URL's ``generator`` parameter, the model of memory generation
+            (``None`` when absent).
     """
 
     url: URL
@@ -90,6 +92,7 @@ class DatabaseTarget:
     auto_migrate: bool | None = None
     language: str | None = None
     embedder: str | None = None
+    generator: str | None = None
 
     @property
     def migrates_itself(self) -> bool:
@@ -360,8 +363,8 @@ def resolve_url(url: str | URL | None = None) -> DatabaseTarget:
 
     Every spelling of the module docstring is accepted, in ``url`` and in the
     environment variable alike; ``sqlstore://`` (or ``None``) means the environment
-    variable, else the embedded file. An ``auto_migrate``, ``language`` or ``embedder``
-    parameter on ``sqlstore://`` applies to whatever it resolves to.
+    variable, else the embedded file. An ``auto_migrate``, ``language``, ``embedder`` or
+    ``generator`` parameter on ``sqlstore://`` applies to whatever it resolves to.
 
     Raises:
         ValueError: the URL is invalid or names an unsupported database (the message
@@ -370,11 +373,14 @@ def resolve_url(url: str | URL | None = None) -> DatabaseTarget:
     auto: bool | None = None
     language: str | None = None
     embedder: str | None = None
+    generator: str | None = None
     for candidate in (url, os.environ.get(DATABASE_URL_ENV, "").strip() or None):
         candidate, given_language = pop_parameter(candidate, "language")
         language = language or given_language  # the argument's choice first
         candidate, given_embedder = pop_parameter(candidate, "embedder")
         embedder = embedder or given_embedder
+        candidate, given_generator = pop_parameter(candidate, "generator")
+        generator = generator or given_generator
         if isinstance(candidate, str):
             candidate, given = _split_options(candidate)
             auto = given if auto is None else auto
@@ -387,6 +393,7 @@ def resolve_url(url: str | URL | None = None) -> DatabaseTarget:
                 auto_migrate=auto,
                 language=language,
                 embedder=embedder,
+                generator=generator,
             )
     path = default_sqlite_path()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -396,6 +403,7 @@ def resolve_url(url: str | URL | None = None) -> DatabaseTarget:
         auto_migrate=auto,
         language=language,
         embedder=embedder,
+        generator=generator,
     )
 
 

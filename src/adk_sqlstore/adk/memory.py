@@ -11,6 +11,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..embeddings.base import Embedder
 from ..embeddings.registry import resolve_embedder
+from ..generation import Fact, FactRevision, GenerationReport, MemoryGenerator
+from ..generation.generator import resolve_generator
 from ..memory import IngestReport
 from ..memory import SqlMemoryService as CoreMemoryService
 from ..memory.redaction import Redactor
@@ -40,6 +42,10 @@ class SqlMemoryService(BaseMemoryService, OnStore):
         embedder, hybrid_weight, hybrid_candidates: hybrid search (as for
             :class:`adk_sqlstore.SqlMemoryService`); the embedder also as
             ``?embedder=minilm`` in the URI (the keyword wins).
+        generator: memory generation (as for :class:`adk_sqlstore.SqlMemoryService`):
+            a :class:`~adk_sqlstore.MemoryGenerator` or a model (the agent's own
+            ``Gemini(...)``, ``LiteLlm(...)``, a model name); also
+            ``?generator=gemini-2.5-flash`` in the URI (the keyword wins).
         auto_migrate: as for :class:`~adk_sqlstore.adk.SqlSessionService`.
         **settings: connection settings; ``agents_dir`` as for
             :class:`~adk_sqlstore.adk.SqlSessionService`.
@@ -61,11 +67,13 @@ class SqlMemoryService(BaseMemoryService, OnStore):
         embedder: Embedder | str | None = None,
         hybrid_weight: float = DEFAULT_WEIGHT,
         hybrid_candidates: int = DEFAULT_CANDIDATES,
+        generator: MemoryGenerator | Any = None,
         **settings: Any,
     ) -> None:
         if language is not None:
             analyzer(language)  # an unknown language fails before a store is opened
         embedder = resolve_embedder(embedder)  # so does an unknown embedder
+        generator = resolve_generator(generator)  # and an unknown model
         given = store if store is not None else engine
         if given is not None:
             self._use_store(Store.of(given, auto_migrate=auto_migrate), owns=False)
@@ -83,6 +91,7 @@ class SqlMemoryService(BaseMemoryService, OnStore):
             embedder=embedder,
             hybrid_weight=hybrid_weight,
             hybrid_candidates=hybrid_candidates,
+            generator=generator,
         )
 
     @classmethod
@@ -138,7 +147,9 @@ class SqlMemoryService(BaseMemoryService, OnStore):
         memories: Sequence[AdkMemoryEntry],
         custom_metadata: Mapping[str, object] | None = None,
     ) -> None:
-        """See :meth:`adk_sqlstore.SqlMemoryService.add_memory`."""
+        """See :meth:`adk_sqlstore.SqlMemoryService.add_memory`;
+        ``custom_metadata={"enable_consolidation": True}`` consolidates the entries
+        with the user's facts, as ADK's ``VertexAiMemoryBankService`` does."""
         await self._core.add_memory(
             app_name=app_name, user_id=user_id, memories=memories, custom_metadata=custom_metadata
         )
@@ -197,3 +208,36 @@ class SqlMemoryService(BaseMemoryService, OnStore):
     async def forget_user(self, *, app_name: str, user_id: str) -> dict[str, int]:
         """See :meth:`adk_sqlstore.SqlMemoryService.forget_user`."""
         return await self._core.forget_user(app_name=app_name, user_id=user_id)
+
+    @property
+    def generator(self) -> MemoryGenerator | None:
+        """The memory generator, or ``None`` (see :class:`adk_sqlstore.SqlMemoryService`)."""
+        return self._core.generator
+
+    async def generate(
+        self, *, app_name: str, user_id: str, session_id: str, consolidate: bool | None = None
+    ) -> GenerationReport:
+        """See :meth:`adk_sqlstore.SqlMemoryService.generate`."""
+        return await self._core.generate(
+            app_name=app_name, user_id=user_id, session_id=session_id, consolidate=consolidate
+        )
+
+    async def list_facts(
+        self, *, app_name: str, user_id: str, history: bool = False, limit: int | None = None
+    ) -> list[Fact]:
+        """See :meth:`adk_sqlstore.SqlMemoryService.list_facts`."""
+        return await self._core.list_facts(
+            app_name=app_name, user_id=user_id, history=history, limit=limit
+        )
+
+    async def fact_history(
+        self, *, app_name: str, user_id: str, fact_id: str
+    ) -> tuple[Fact, list[FactRevision]] | None:
+        """See :meth:`adk_sqlstore.SqlMemoryService.fact_history`."""
+        return await self._core.fact_history(app_name=app_name, user_id=user_id, fact_id=fact_id)
+
+    async def retrieve_profiles(
+        self, *, app_name: str, user_id: str, topics: Sequence[str] | None = None
+    ) -> dict[str, list[Fact]]:
+        """See :meth:`adk_sqlstore.SqlMemoryService.retrieve_profiles`."""
+        return await self._core.retrieve_profiles(app_name=app_name, user_id=user_id, topics=topics)

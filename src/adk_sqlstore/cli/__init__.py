@@ -6,7 +6,10 @@ never printed.
 
 - :mod:`.common`: the Typer apps, consoles, options, errors and exit codes;
 - :mod:`.sessions`: ``sessions list``, ``sessions show``, ``import``, ``export``;
-- :mod:`.memory`: ``memory search``, ``memory ingest-idle``;
+- :mod:`.memory`: ``memory search``, ``memory ingest-idle``, ``memory reindex``,
+  ``memory embed``;
+- :mod:`.facts`: ``memory generate``, ``memory facts list``, ``memory facts show``,
+  ``memory facts failures``;
 - :mod:`.artifacts`: ``artifacts list``, ``artifacts get``;
 - :mod:`.admin`: ``migrate``, ``prune``, ``forget-user``, ``services-yaml``, ``demo``;
 - :mod:`.import_adk`: ``import-adk``.
@@ -14,7 +17,7 @@ never printed.
 
 from __future__ import annotations
 
-from . import admin, artifacts, import_adk, memory, sessions
+from . import admin, artifacts, facts, import_adk, memory, sessions
 from .common import app, make_console
 
 __all__ = ["app", "main", "make_console"]
@@ -22,6 +25,7 @@ __all__ = ["app", "main", "make_console"]
 _COMMANDS = (
     admin,
     artifacts,
+    facts,
     import_adk,
     memory,
     sessions,

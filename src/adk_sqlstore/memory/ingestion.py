@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..errors import AdkSqlStoreError, DatabaseUnavailableError, SessionNotFoundError
+from ..generation.generator import GenerationReport
 from ..models import EventLike, SessionLike
 from ..sessions.codec import SessionCodec, Token
 from ..sessions.reading import SessionKey, read_session, session_key
@@ -58,6 +59,8 @@ class IngestReport:
         deleted: memories removed because their event left the session.
         failed: sessions that could not be ingested (see ``errors``).
         errors: one line per failed session: its address and the error.
+        generation: what memory generation did after the ingestion (``None``
+            without a generator).
     """
 
     sessions: int = 0
@@ -65,6 +68,7 @@ class IngestReport:
     deleted: int = 0
     failed: int = 0
     errors: list[str] = field(default_factory=list)
+    generation: GenerationReport | None = None
 
     def add(self, other: IngestReport) -> None:
         """Add another report's counts and errors to this one."""
@@ -73,6 +77,10 @@ class IngestReport:
         self.deleted += other.deleted
         self.failed += other.failed
         self.errors.extend(other.errors)
+        if other.generation is not None:
+            if self.generation is None:
+                self.generation = GenerationReport()
+            self.generation.add(other.generation)
 
 
 async def ingest_session(

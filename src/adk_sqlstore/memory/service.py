@@ -8,7 +8,7 @@ import time
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -16,10 +16,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from .. import telemetry
 from ..embeddings.base import Embedder
 from ..embeddings.registry import resolve_embedder
-from ..errors import (
-    InvalidArgumentError,
-    SessionNotFoundError,
-)
+from ..errors import InvalidArgumentError, SessionNotFoundError
+from ..generation.generator import MemoryGenerator, resolve_generator
+from ..generation.service import MemoryFacts, consolidation_asked
+from ..generation.writing import kept
 from ..models import (
     Content,
     Event,
@@ -33,11 +33,8 @@ from ..search.analysis import DEFAULT_LANGUAGE, analyzer
 from ..search.hybrid import DEFAULT_CANDIDATES, DEFAULT_WEIGHT, Fused, VectorQuery
 from ..sessions.codec import CORE_MODELS, SessionCodec, SessionModels
 from ..sessions.reading import read_session, session_key
-from ..sessions.retention import forget_user
-from ..sql import memory as sql
 from ..sql.embeddings import VectorStorage
-from ..sql.users import lock_user
-from ..store import OnStore, Store, retry_conflicts, write_completes
+from ..store import OnStore, Store, write_completes
 from ..validation import (
     DEFAULT_MAX_EVENT_BYTES,
     DEFAULT_MAX_STATE_VALUE_BYTES,
@@ -45,6 +42,7 @@ from ..validation import (
     check_count,
     check_identifier,
 )
+from .forgetting import MemoryForgetting
 from .hybrid import HybridMemory
 from .ingestion import IngestReport, ingest_session
 from .jobs import MemoryJobs
@@ -60,7 +58,7 @@ __all__ = ["SqlMemoryService"]
 _LANGUAGE_CHECKS_KEPT = 10_000  # users a service remembers having checked
 
 
-class SqlMemoryService(MemoryJobs, OnStore):
+class SqlMemoryService(MemoryJobs, MemoryFacts, MemoryForgetting, OnStore):
     """Long-term memory for ADK-style agents in PostgreSQL or SQLite.
 
     Follows ADK's ``BaseMemoryService`` (``add_session_to_memory``,
@@ -93,9 +91,14 @@ class SqlMemoryService(MemoryJobs, OnStore):
         hybrid_weight: the vector side's weight in the fused score, 0 to 1 (default
             0.5).
         hybrid_candidates: memories each side proposes (default 100).
+        generator: turns on memory generation (facts extracted from each ingested
+            session by a model, consolidated with the user's facts:
+            :class:`~adk_sqlstore.generation.MemoryGenerator`), or a model it takes
+            (an ADK model or its name, ``openai:MODEL``, a callable); default: the
+            store URL's ``?generator=``, else none.
 
     Raises:
-        ConfigurationError: an unknown language or embedder, or a missing extra.
+        ConfigurationError: an unknown language, embedder or model, or a missing extra.
         InvalidArgumentError: ``hybrid_weight`` outside 0-1, or ``hybrid_candidates``
             not 1 or more.
     """
@@ -112,8 +115,12 @@ class SqlMemoryService(MemoryJobs, OnStore):
         embedder: Embedder | str | None = None,
         hybrid_weight: float = DEFAULT_WEIGHT,
         hybrid_candidates: int = DEFAULT_CANDIDATES,
+        generator: MemoryGenerator | Any = None,
     ) -> None:
         given = Store.of(store, auto_migrate=auto_migrate)
+        self._generator = resolve_generator(
+            generator if generator is not None else given.memory_generator
+        )
         language = language or given.search_language or DEFAULT_LANGUAGE
         self._rows = MemoryRows(redactors, mask_card_numbers=mask_card_numbers, language=language)
         chosen = resolve_embedder(embedder if embedder is not None else given.search_embedder)
@@ -160,16 +167,19 @@ class SqlMemoryService(MemoryJobs, OnStore):
         embedder: Embedder | str | None = None,
         hybrid_weight: float = DEFAULT_WEIGHT,
         hybrid_candidates: int = DEFAULT_CANDIDATES,
+        generator: MemoryGenerator | Any = None,
         **settings: Any,
     ) -> Self:
         """A service on a store of its own (:meth:`adk_sqlstore.Store.from_url`: the URL,
         ``auto_migrate`` and connection ``settings`` are as there), closed with it.
-        The language and the embedder may also be given in the URL
-        (``?language=german&embedder=minilm``); the keywords win."""
+        The language, the embedder and the generator's model may also be given in
+        the URL (``?language=german&embedder=minilm&generator=openai:gpt-4o-mini``);
+        the keywords win."""
         if language is not None:
             analyzer(language)  # an unknown language fails before a store is opened
         if embedder is not None:
             embedder = resolve_embedder(embedder)
+        generator = resolve_generator(generator)
         store = Store.from_url(url, auto_migrate=auto_migrate, **settings)
         service = cls(
             store,
@@ -180,6 +190,7 @@ class SqlMemoryService(MemoryJobs, OnStore):
             embedder=embedder,
             hybrid_weight=hybrid_weight,
             hybrid_candidates=hybrid_candidates,
+            generator=generator,
         )
         service._use_store(store, owns=True)
         return service
@@ -197,7 +208,9 @@ class SqlMemoryService(MemoryJobs, OnStore):
         yields exactly one copy. The session's revision is recorded, so
         :meth:`ingest_idle_sessions` skips it until it changes. A session object loaded
         with ``GetSessionConfig`` limits, or before later appends, is reloaded whole
-        first, so that no stored event's memory is dropped.
+        first, so that no stored event's memory is dropped. With a generator, facts
+        are then generated from the session's new events (:meth:`generate`; a failure
+        is logged and counted in the report's ``generation``, the turns stay stored).
 
         Args:
             session: a :class:`~adk_sqlstore.Session` (or ADK ``Session``); one not
@@ -210,7 +223,9 @@ class SqlMemoryService(MemoryJobs, OnStore):
             ConcurrencyConflictError: it kept losing races with another application's
                 transactions (run again 10 times); nothing was written.
         """
-        return await ingest_session(self._store, self._codec, self._rows, session, self._hybrid)
+        report = await ingest_session(self._store, self._codec, self._rows, session, self._hybrid)
+        report.generation = await self._generate_quietly(session)
+        return report
 
     @telemetry.traced("add_events_to_memory", rows=telemetry.counted)
     @write_completes
@@ -275,6 +290,7 @@ class SqlMemoryService(MemoryJobs, OnStore):
         user_id: str,
         memories: Sequence[Any],
         custom_metadata: Mapping[str, Any] | None = None,
+        consolidate: bool = False,
     ) -> list[str]:
         """Store distilled facts, searched like events. An entry's text parts are
         filtered and stored; one without a timestamp gets the time of writing; one with
@@ -285,19 +301,31 @@ class SqlMemoryService(MemoryJobs, OnStore):
             memories: ``MemoryEntry`` objects (``content``, ``author``, ``timestamp``
                 as ISO 8601, ``custom_metadata``), ADK's, or dicts of them.
             custom_metadata: merged under each entry's own metadata.
+            consolidate: store the entries as facts, consolidated with the user's
+                stored facts by the generator's model in one call (created, merged into
+                a fact they update, or left out as known; a fact they contradict stops
+                being current), as Memory Bank's ``enable_consolidation``; topics from
+                an entry's ``custom_metadata["topics"]``. Default False: stored as
+                they are. ``custom_metadata={"enable_consolidation": True}`` (Memory
+                Bank's spelling, which ADK's ``add_memory`` passes) asks for it too.
 
         Returns:
-            The ids of the stored memories, in order (entries without text skipped).
+            The ids of the stored memories, in order (entries without text skipped);
+            with ``consolidate``, of the facts created or updated.
 
         Raises:
             InvalidMemoryError: an entry is neither a ``MemoryEntry`` nor a dict of one,
                 or its timestamp is not ISO 8601; nothing is written.
             ConcurrencyConflictError: it kept losing races with another application's
                 transactions (run again 10 times); nothing was written.
+            ConfigurationError: ``consolidate`` without a generator.
+            GenerationError: with ``consolidate``, the model failed; nothing was written.
         """
         check_identifier("app_name", app_name)
         check_identifier("user_id", user_id)
         check_metadata(custom_metadata)
+        check_argument("consolidate", consolidate, bool, "True or False")
+        consolidate, custom_metadata = consolidation_asked(consolidate, custom_metadata)
         rows = self._rows.from_entries(
             app_name=app_name,
             user_id=user_id,
@@ -305,6 +333,8 @@ class SqlMemoryService(MemoryJobs, OnStore):
             custom_metadata=custom_metadata,
             now=time.time(),
         )
+        if consolidate:
+            return await self._add_facts(app_name, user_id, rows, time.time())
         await write_rows(self._store, self._hybrid, app_name=app_name, user_id=user_id, rows=rows)
         return [row["id"] for row in rows]
 
@@ -312,7 +342,13 @@ class SqlMemoryService(MemoryJobs, OnStore):
 
     @telemetry.traced("search_memory", rows=telemetry.found)
     async def search_memory(
-        self, *, app_name: str, user_id: str, query: str, limit: int = 10
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        query: str,
+        limit: int = 10,
+        kind: Literal["facts", "turns"] | None = None,
     ) -> SearchMemoryResponse:
         """Search one user's memories with a natural-language query.
 
@@ -349,13 +385,26 @@ class SqlMemoryService(MemoryJobs, OnStore):
             search fell back to BM25). A memory holding no query word with a
             similarity of 0 or less is not returned.
 
+        Facts (:meth:`generate`; ``custom_metadata["kind"] == "fact"``) rank with
+        turns; ``kind="facts"`` or ``"turns"`` keeps one kind (of the top ``max(5 x
+        limit, 50)``). Facts contradicted (see :meth:`fact_history`) or expired never
+        return.
+
         Raises:
-            InvalidArgumentError: ``query`` is not a str, or ``limit`` not 1 or more.
+            InvalidArgumentError: ``query`` is not a str, ``limit`` not 1 or more, or
+                ``kind`` not ``"facts"``, ``"turns"`` or ``None``.
         """
         check_identifier("app_name", app_name)
         check_identifier("user_id", user_id)
         check_argument("query", query, str, "a str")
         check_count("limit", limit, least=1)
+        if kind not in (None, "facts", "turns"):
+            raise InvalidArgumentError(f"kind must be 'facts', 'turns' or None, not {kind!r:.40}")
+        return await self._search(app_name, user_id, query, limit, kind)
+
+    async def _search(
+        self, app_name: str, user_id: str, query: str, limit: int, kind: str | None
+    ) -> SearchMemoryResponse:
         vector = None if self._hybrid is None else await self._hybrid.query(query)
         async with self._searching(vector) as conn:
             rows = await search_memories(
@@ -363,14 +412,15 @@ class SqlMemoryService(MemoryJobs, OnStore):
                 app_name=app_name,
                 user_id=user_id,
                 query=query,
-                limit=limit,
+                limit=limit if kind is None else max(5 * limit, 50),
                 language=self.language,
                 vector=vector,
             )
         if not rows:
             await self._warn_if_indexed_otherwise(app_name, user_id)
         hybrid = self._hybrid is not None  # the keys are there even when it fell back
-        return SearchMemoryResponse(memories=[_entry(r, s, hybrid=hybrid) for r, s in rows])
+        found = [_entry(r, s, hybrid=hybrid) for r, s in rows]
+        return SearchMemoryResponse(memories=kept(found, kind, time.time())[:limit])
 
     def _searching(
         self, vector: VectorQuery | None
@@ -389,57 +439,6 @@ class SqlMemoryService(MemoryJobs, OnStore):
             await warn_if_indexed_otherwise(
                 self._store, self._rows.analyzer, app_name=app_name, user_id=user_id
             )
-
-    # -- forgetting ---------------------------------------------------------------------
-
-    @telemetry.traced("delete_memories", rows=telemetry.counted)
-    @write_completes
-    async def delete_memories(
-        self,
-        *,
-        app_name: str,
-        user_id: str,
-        session_id: str | None = None,
-        memory_ids: Sequence[str] | None = None,
-    ) -> int:
-        """Delete one user's memories: those of ``session_id``, those with the given
-        ids, both filters combined, or all of them when neither is given.
-
-        Returns:
-            How many memories were deleted.
-
-        Raises:
-            InvalidArgumentError: ``memory_ids`` is not a list of ids.
-            ConcurrencyConflictError: it kept losing races with another application's
-                transactions (run again 10 times); nothing was written.
-        """
-        check_identifier("app_name", app_name)
-        check_identifier("user_id", user_id)
-        if session_id is not None:
-            check_identifier("session_id", session_id)
-        ids: list[str] | None = None
-        if memory_ids is not None:
-            if isinstance(memory_ids, str | bytes) or not isinstance(memory_ids, Iterable):
-                raise InvalidArgumentError(
-                    f"memory_ids must be a list of memory ids, not {memory_ids!r:.60}"
-                )
-            ids = [check_identifier("memory id", mid) for mid in memory_ids]
-
-        async def delete() -> int:
-            async with self._store.transaction(write=True) as conn:
-                await lock_user(conn, app_name=app_name, user_id=user_id, mode="exclusive")
-                return await sql.delete_memories(
-                    conn, app_name=app_name, user_id=user_id, session_id=session_id, memory_ids=ids
-                )
-
-        return await retry_conflicts(delete)
-
-    @telemetry.traced("forget_user", rows=telemetry.counted)
-    @write_completes
-    async def forget_user(self, *, app_name: str, user_id: str) -> dict[str, int]:
-        """Delete everything stored for one user of one app; see
-        :meth:`adk_sqlstore.SqlSessionService.forget_user`."""
-        return await forget_user(self._store, app_name=app_name, user_id=user_id)
 
     # -- ingestion triggers -------------------------------------------------------------
 

@@ -72,6 +72,10 @@ LOCK_ORDER: tuple[tuple[str, ...], ...] = (
         "sqlstore_memory_terms",
         "sqlstore_memory_postings",
         "sqlstore_memories_fts",
+        "sqlstore_fact_leases",
+        "sqlstore_fact_sources",
+        "sqlstore_facts",
+        "sqlstore_fact_revisions",
     ),
     ("sqlstore_artifact_contents", "sqlstore_artifact_chunks", "sqlstore_artifacts"),
 )

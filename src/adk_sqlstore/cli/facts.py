@@ -1,0 +1,192 @@
+"""Commands on generated facts: ``memory generate``, ``memory facts list``,
+``memory facts show``, ``memory facts failures``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ..generation import Fact, FactRevision, GenerationReport
+from ..memory import SqlMemoryService
+from .common import AppOption, UrlOption, consoles, database, error, memory_app, run_command
+
+__all__ = ["facts_failures", "facts_list", "facts_show", "memory_generate"]
+
+facts_app = typer.Typer(help="A user's generated facts and their history.", no_args_is_help=True)
+memory_app.add_typer(facts_app, name="facts")
+
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        metavar="MODEL",
+        help="The generator's model: a name as ADK's LlmAgent(model=...) takes"
+        " (gemini-2.5-flash; ollama_chat/llama3.2 with LiteLLM), openai:MODEL (an"
+        " OpenAI-compatible server at $OPENAI_BASE_URL, key $OPENAI_API_KEY), or"
+        " package.module:NAME; default: ?generator= in the URL.",
+    ),
+]
+UserOption = Annotated[str, typer.Option("--user", metavar="USER", help="The user_id.")]
+
+
+def _service(url: str | None, model: str | None) -> SqlMemoryService:
+    return SqlMemoryService.from_url(database(url), generator=model)
+
+
+@memory_app.command("generate")
+def memory_generate(
+    app_name: Annotated[
+        str | None, typer.Option("--app", metavar="APP", help="Only this app.")
+    ] = None,
+    user: Annotated[
+        str | None, typer.Option("--user", metavar="USER", help="Only this user.")
+    ] = None,
+    session: Annotated[
+        str | None,
+        typer.Option(
+            "--session", metavar="SESSION", help="Only this session (with --app and --user)."
+        ),
+    ] = None,
+    retry_failed: Annotated[
+        bool, typer.Option(help="Also run sessions that failed too often before.")
+    ] = False,
+    model: ModelOption = None,
+    url: UrlOption = None,
+) -> None:
+    """Generate facts from the sessions' events not processed yet (memory generation).
+
+    Each session's new events go to the model once (re-running does nothing until
+    sessions grow); the facts are consolidated with the user's stored ones. Exits with
+    1 if any session failed (the others are done; failed ones are retried by the next
+    run, up to the generator's attempts: see `memory facts failures`).
+    """
+    if session is not None and (app_name is None or user is None):
+        raise typer.BadParameter("needs --app and --user too", param_hint="--session")
+
+    async def run() -> GenerationReport:
+        async with _service(url, model) as memory:
+            if session is not None:
+                assert app_name is not None and user is not None
+                return await memory.generate(app_name=app_name, user_id=user, session_id=session)
+            return await memory.generate_pending(
+                app_name=app_name, user_id=user, retry_failed=retry_failed
+            )
+
+    report = run_command(run())
+    consoles.out.print(
+        f"{report.sessions} session(s), {report.events} event(s) read: {report.created}"
+        f" fact(s) created, {report.updated} updated, {report.invalidated} invalidated,"
+        f" {report.unchanged} already known; {report.model_calls} model call(s),"
+        f" {report.prompt_tokens} prompt token(s)"
+    )
+    for reason, count in sorted(report.dropped.items()):
+        consoles.out.print(f"dropped from the model's answers: {count} {reason}")
+    if report.failed:
+        error(f"{report.failed} session(s) failed (see `adk-sqlstore memory facts failures`)")
+        raise typer.Exit(1)
+
+
+@facts_app.command("list")
+def facts_list(
+    app_name: AppOption,
+    user: UserOption,
+    history: Annotated[
+        bool, typer.Option(help="Also facts no longer current (contradicted or expired).")
+    ] = False,
+    url: UrlOption = None,
+) -> None:
+    """List a user's facts, the most recently changed first."""
+
+    async def run() -> list[Fact]:
+        async with SqlMemoryService.from_url(database(url)) as memory:
+            return await memory.list_facts(app_name=app_name, user_id=user, history=history)
+
+    facts = run_command(run())
+    table = Table()
+    for column in ("id", "valid from (UTC)", "topics", "text", "revisions", "current"):
+        table.add_column(column)
+    for fact in facts:
+        table.add_row(
+            fact.id,
+            _when(fact.valid_from),
+            ", ".join(fact.topics),
+            fact.text,
+            str(fact.revision_count),
+            "yes" if fact.current else f"no (since {_when(fact.invalid_at)})",
+        )
+    consoles.out.print(table)
+    consoles.out.print(f"{len(facts)} fact(s) of {app_name} / {user}")
+
+
+def _when(iso: str | None) -> str:
+    return (iso or "")[:19].replace("T", " ")
+
+
+@facts_app.command("show")
+def facts_show(
+    fact_id: Annotated[str, typer.Argument(metavar="FACT_ID", help="The fact's id.")],
+    app_name: AppOption,
+    user: UserOption,
+    url: UrlOption = None,
+) -> None:
+    """Show one fact and its history: every revision, with the session and events it
+    comes from and the model that made it. Exits with 1 if the user has no such fact."""
+
+    async def run() -> tuple[Fact, list[FactRevision]] | None:
+        async with SqlMemoryService.from_url(database(url)) as memory:
+            return await memory.fact_history(app_name=app_name, user_id=user, fact_id=fact_id)
+
+    found = run_command(run())
+    if found is None:
+        error(f"{app_name} / {user} has no fact {fact_id!r}")
+        raise typer.Exit(1)
+    fact, revisions = found
+    state = "current" if fact.current else f"not current since {_when(fact.invalid_at)}"
+    consoles.out.print(f"{fact.id}: {fact.text}", soft_wrap=True)
+    consoles.out.print(
+        f"{state}; valid from {_when(fact.valid_from)}; topics {', '.join(fact.topics)}"
+        + (f"; expires {_when(fact.expire_time)}" if fact.expire_time else "")
+    )
+    table = Table()
+    for column in ("#", "time (UTC)", "action", "text before", "text after", "source", "model"):
+        table.add_column(column)
+    for r in revisions:
+        source = f"{r.session_id or '-'} {' '.join(r.event_ids)}".strip()
+        table.add_row(
+            str(r.revision),
+            _when(r.create_time),
+            r.action,
+            r.old_text or "",
+            r.new_text or "",
+            source,
+            r.model or "",
+        )
+    consoles.out.print(table)
+
+
+@facts_app.command("failures")
+def facts_failures(
+    app_name: Annotated[
+        str | None, typer.Option("--app", metavar="APP", help="Only this app.")
+    ] = None,
+    model: ModelOption = None,
+    url: UrlOption = None,
+) -> None:
+    """List the sessions generation gave up on (failed as often as the generator's
+    attempts allow), with their last error; `memory generate --retry-failed` runs them
+    again."""
+
+    async def run() -> list[tuple[str, str, str, int, str | None]]:
+        async with _service(url, model) as memory:
+            return await memory.generation_failures(app_name=app_name)
+
+    failures = run_command(run())
+    table = Table()
+    for column in ("app", "user", "session", "attempts", "last error"):
+        table.add_column(column)
+    for app, user, session, attempts, message in failures:
+        table.add_row(app, user, session, str(attempts), message or "")
+    consoles.out.print(table)
+    consoles.out.print(f"{len(failures)} session(s) given up on")

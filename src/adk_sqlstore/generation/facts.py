@@ -1,0 +1,96 @@
+"""Facts as the public API returns them: a fact, its revisions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..memory.rows import iso_time
+from ..sql.facts import FactRow, Revision
+
+__all__ = ["Fact", "FactRevision", "fact_of", "revision_of"]
+
+
+def _iso(seconds: float | None) -> str | None:
+    return None if seconds is None else iso_time(seconds)
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A fact about a user (times ISO 8601, UTC).
+
+    Attributes:
+        id: the fact's id, also its memory's id (``fact-...``).
+        text: what it says.
+        topics: the topics it is filed under.
+        valid_from: when it became true.
+        invalid_at: when a later fact contradicted it (``None`` while current).
+        expire_time: when its time to live ends (``None``: never).
+        session_id, event_ids: the session and events its last revision comes from.
+        revision_count: its revisions so far (1 after it was created).
+        create_time, update_time: when it was first stored and last changed.
+    """
+
+    id: str
+    text: str
+    topics: tuple[str, ...]
+    valid_from: str | None
+    invalid_at: str | None
+    expire_time: str | None
+    session_id: str | None
+    event_ids: tuple[str, ...]
+    revision_count: int
+    create_time: str
+    update_time: str
+
+    @property
+    def current(self) -> bool:
+        """Whether no later fact contradicted it."""
+        return self.invalid_at is None
+
+
+@dataclass(frozen=True)
+class FactRevision:
+    """One change of a fact: ``action`` ``create``, ``update``, ``invalidate``,
+    ``expire`` or ``import``; the text before and after (``None`` where there is
+    none); the session and events it comes from; the model that made it; when (ISO
+    8601, UTC)."""
+
+    revision: int
+    action: str
+    old_text: str | None
+    new_text: str | None
+    session_id: str | None
+    event_ids: tuple[str, ...]
+    model: str | None
+    create_time: str
+
+
+def fact_of(row: FactRow) -> Fact:
+    """The public form of a stored fact."""
+    return Fact(
+        id=row.id,
+        text=row.text,
+        topics=tuple(row.topics),
+        valid_from=_iso(row.valid_from),
+        invalid_at=_iso(row.invalid_at),
+        expire_time=_iso(row.expire_at),
+        session_id=row.session_id,
+        event_ids=tuple(row.event_ids),
+        revision_count=row.revision_count,
+        create_time=iso_time(row.create_time),
+        update_time=iso_time(row.update_time),
+    )
+
+
+def revision_of(row: Revision) -> FactRevision:
+    """The public form of a stored revision."""
+    return FactRevision(
+        revision=row.revision,
+        action=row.action,
+        old_text=row.old_text,
+        new_text=row.new_text,
+        session_id=row.session_id,
+        event_ids=tuple(row.event_ids),
+        model=row.model,
+        create_time=iso_time(row.create_time),
+    )

@@ -1,0 +1,257 @@
+"""The facts half of ``SqlMemoryService`` (a mixin): generating facts from sessions,
+and reading a user's facts, profiles and histories."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from .. import telemetry
+from ..errors import ConfigurationError, GenerationError, InvalidArgumentError
+from ..memory.hybrid import HybridMemory
+from ..memory.rows import MemoryRows
+from ..models import Content, SearchMemoryResponse, SessionLike
+from ..search.text import text_of
+from ..sessions.codec import SessionCodec
+from ..sql import facts as sql
+from ..store import Store, write_completes
+from ..validation import check_count, check_identifier
+from .facts import Fact, FactRevision, fact_of, revision_of
+from .generator import GenerationReport, MemoryGenerator
+from .replies import MAX_FACT_CHARS, Extracted
+from .running import Generation
+
+__all__ = ["MemoryFacts", "consolidation_asked"]
+
+_PAGE = 100  # sessions read at a time by generate_pending
+
+ENABLE_CONSOLIDATION = "enable_consolidation"
+"""Memory Bank's ``custom_metadata`` key asking ``add_memory`` to consolidate."""
+
+
+def consolidation_asked(
+    consolidate: bool, custom_metadata: Mapping[str, Any] | None
+) -> tuple[bool, Mapping[str, Any] | None]:
+    """Whether ``add_memory`` consolidates (``consolidate``, or
+    ``custom_metadata["enable_consolidation"]`` as in ADK's Memory Bank service), and
+    the metadata to store (without that key).
+
+    Raises:
+        InvalidArgumentError: ``enable_consolidation`` is not a bool.
+    """
+    if not custom_metadata or ENABLE_CONSOLIDATION not in custom_metadata:
+        return consolidate, custom_metadata
+    enable = custom_metadata[ENABLE_CONSOLIDATION]
+    if not isinstance(enable, bool):
+        raise InvalidArgumentError(
+            f'custom_metadata["{ENABLE_CONSOLIDATION}"] must be True or False, not {enable!r:.40}'
+        )
+    rest = {k: v for k, v in custom_metadata.items() if k != ENABLE_CONSOLIDATION}
+    return consolidate or enable, rest
+
+
+logger = logging.getLogger(__name__)
+
+
+class MemoryFacts:
+    """Memory generation for a memory service (see :class:`~.generator.MemoryGenerator`)."""
+
+    _store: Store
+    _rows: MemoryRows
+    _hybrid: HybridMemory | None
+    _codec: SessionCodec[Any, Any, Any]
+    _generator: MemoryGenerator | None
+
+    search_memory: Callable[..., Awaitable[SearchMemoryResponse]]  # the service's
+
+    @property
+    def generator(self) -> MemoryGenerator | None:
+        """The memory generator (``None``: memory holds turns and added facts only)."""
+        return self._generator
+
+    def _generation(self) -> Generation:
+        if self._generator is None:
+            raise ConfigurationError(
+                "this memory service has no generator: pass generator=MemoryGenerator(model)"
+                " (or ?generator=MODEL in the store URL)"
+            )
+        return Generation(
+            self._store, self._rows, self._hybrid, self._codec, self._similar, self._generator
+        )
+
+    async def _similar(self, app_name: str, user_id: str, text: str, limit: int) -> list[str]:
+        found = await self.search_memory(
+            app_name=app_name, user_id=user_id, query=text, limit=limit, kind="facts"
+        )
+        return [m.id for m in found.memories if m.id]
+
+    @telemetry.traced("generate", rows=lambda report: report.created + report.updated)
+    @write_completes
+    async def generate(
+        self, *, app_name: str, user_id: str, session_id: str, consolidate: bool | None = None
+    ) -> GenerationReport:
+        """Generate facts from the session's events not yet processed (after its
+        watermark; none: no model call), consolidated with the user's stored facts
+        unless ``consolidate`` is false (default: the generator's setting).
+
+        Generation for one user takes turns across processes (a lease); the model is
+        called outside every transaction; the facts, their revisions and the new
+        watermark are written in one transaction.
+
+        Returns:
+            What was done (:class:`~.generator.GenerationReport`).
+
+        Raises:
+            ConfigurationError: the service has no generator.
+            GenerationError: the model failed, timed out or did not answer JSON of the
+                asked shape; nothing was written for the session but its failed attempt
+                (the next run tries again, up to the generator's ``max_attempts``).
+        """
+        return await self._generation().run(app_name, user_id, session_id, consolidate=consolidate)
+
+    async def _generate_automatically(self, app_name: str, user_id: str, session_id: str) -> Any:
+        """A run of a trigger: skips sessions past their attempts; failures logged."""
+        try:
+            return await self._generation().run(app_name, user_id, session_id, automatic=True)
+        except GenerationError:  # logged by the run
+            return GenerationReport(failed=1)
+
+    async def generate_pending(
+        self,
+        *,
+        app_name: str | None = None,
+        user_id: str | None = None,
+        retry_failed: bool = False,
+        on_session: Callable[[GenerationReport], None] | None = None,
+    ) -> GenerationReport:
+        """Generate facts for every session with events not yet processed (of one app,
+        one user, or all), skipping those that failed the generator's ``max_attempts``
+        times unless ``retry_failed`` (:meth:`generation_failures` lists them; an
+        explicit :meth:`generate` runs one); a session that fails is logged and
+        counted, and the others go on. Sessions are read in key order, a page at a
+        time. ``on_session`` is called after each.
+
+        Raises:
+            ConfigurationError: the service has no generator.
+        """
+        run = self._generation()
+        if app_name is not None:
+            check_identifier("app_name", app_name)
+        if user_id is not None:
+            check_identifier("user_id", user_id)
+        total, after = GenerationReport(), None
+        while True:
+            async with self._store.transaction(write=False) as conn:
+                page = await sql.pending_sessions(
+                    conn, app_name=app_name, user_id=user_id, after=after, limit=_PAGE,
+                    max_attempts=run.generator.max_attempts, failed=None if retry_failed else False,
+                )  # fmt: skip
+            for app, user, session_id, _, _ in page:
+                if retry_failed:
+                    try:
+                        report = await self.generate(
+                            app_name=app, user_id=user, session_id=session_id
+                        )
+                    except GenerationError:  # logged by the run
+                        report = GenerationReport(failed=1)
+                else:
+                    report = await self._generate_automatically(app, user, session_id)
+                total.add(report)
+                if on_session is not None:
+                    on_session(report)
+            if len(page) < _PAGE:
+                return total
+            after = page[-1][:3]
+
+    async def generation_failures(
+        self, *, app_name: str | None = None, user_id: str | None = None, limit: int = 100
+    ) -> list[tuple[str, str, str, int, str | None]]:
+        """Sessions generation gave up on (failed ``max_attempts`` times; run again
+        once they grow): ``(app_name, user_id, session_id, attempts, error)``, the
+        error being the last failure's message (it names no content)."""
+        run = self._generation()
+        async with self._store.transaction(write=False) as conn:
+            return await sql.pending_sessions(
+                conn, app_name=app_name, user_id=user_id, after=None, limit=limit,
+                max_attempts=run.generator.max_attempts, failed=True,
+            )  # fmt: skip
+
+    async def _add_facts(
+        self, app_name: str, user_id: str, rows: list[dict[str, Any]], now: float
+    ) -> list[str]:
+        """``add_memory(..., consolidate=True)``: the entries' texts (memory ``rows``,
+        filtered) consolidated as new facts; the ids of the facts made or updated."""
+        facts = []
+        for row in rows:
+            metadata = json.loads(row["custom_metadata"])
+            topics = metadata.get("topics")
+            names = (
+                tuple(t for t in topics if isinstance(t, str)) if isinstance(topics, list) else ()
+            )
+            text = text_of(Content.model_validate_json(row["content"]))
+            facts.append(Extracted(text[:MAX_FACT_CHARS], names, float(row["timestamp"]), ()))
+        report = await self._generation().add_facts(app_name, user_id, facts, consolidate=True)
+        return report.fact_ids
+
+    async def _generate_quietly(self, session: SessionLike) -> GenerationReport | None:
+        """Generation after an ingestion, when the service has a generator: a failure
+        is logged (the turns are stored; the next run retries), never raised."""
+        if self._generator is None:
+            return None
+        report: GenerationReport = await self._generate_automatically(
+            session.app_name, session.user_id, session.id
+        )
+        return report
+
+    @telemetry.traced("list_facts", rows=len)
+    async def list_facts(
+        self, *, app_name: str, user_id: str, history: bool = False, limit: int | None = None
+    ) -> list[Fact]:
+        """The user's current facts (with ``history``, also those contradicted or
+        expired since), the most recently changed first, at most ``limit``."""
+        check_identifier("app_name", app_name)
+        check_identifier("user_id", user_id)
+        if limit is not None:
+            check_count("limit", limit, least=1)
+        async with self._store.transaction(write=False) as conn:
+            rows = await sql.list_facts(
+                conn,
+                app_name=app_name,
+                user_id=user_id,
+                now=time.time(),
+                history=history,
+                limit=limit,
+            )
+        return [fact_of(r) for r in rows]
+
+    async def fact_history(
+        self, *, app_name: str, user_id: str, fact_id: str
+    ) -> tuple[Fact, list[FactRevision]] | None:
+        """One fact of the user (current or not) and its revisions, oldest first;
+        ``None`` if the user has no fact of that id."""
+        check_identifier("app_name", app_name)
+        check_identifier("user_id", user_id)
+        check_identifier("fact id", fact_id)
+        async with self._store.transaction(write=False) as conn:
+            fact, revisions = await sql.fact_history(
+                conn, app_name=app_name, user_id=user_id, fact_id=fact_id
+            )
+        if fact is None:
+            return None
+        return fact_of(fact), [revision_of(r) for r in revisions]
+
+    async def retrieve_profiles(
+        self, *, app_name: str, user_id: str, topics: Sequence[str] | None = None
+    ) -> dict[str, list[Fact]]:
+        """The user's current facts by topic, in one call (as Memory Bank's
+        ``retrieve_profiles``): topic name -> facts, the most recently changed first;
+        only ``topics`` when given. A fact under two topics is under both."""
+        profiles: dict[str, list[Fact]] = {}
+        for fact in await self.list_facts(app_name=app_name, user_id=user_id):
+            for topic in fact.topics:
+                if topics is None or topic in topics:
+                    profiles.setdefault(topic, []).append(fact)
+        return profiles
