@@ -20,6 +20,7 @@ import pytest
 from adk_sqlstore import (
     Event,
     GenerationError,
+    InvalidMemoryError,
     MemoryEntry,
     MemoryGenerator,
     SqlMemoryService,
@@ -282,6 +283,82 @@ async def test_forget_user_and_delete_memories_take_the_facts_with_them(
     assert await memory.list_facts(app_name=APP, user_id=USER, history=True) == []
 
 
+async def test_expired_facts_are_never_returned_and_prune_deletes_them(
+    sessions: SqlSessionService,
+) -> None:
+    import asyncio
+    from datetime import timedelta
+
+    memory = memory_with(sessions, ScriptedModel(vegetarian), ttl=timedelta(seconds=0.5))
+    session = await conversation(sessions, *MONDAY_TURNS, ts=MONDAY)
+    await memory.generate(app_name=APP, user_id=USER, session_id=session.id)
+    (fact, _) = await memory.list_facts(app_name=APP, user_id=USER)
+    assert fact.expire_time is not None
+    found = await memory.search_memory(app_name=APP, user_id=USER, query="vegetarian Pune")
+    assert len(found.memories) == 2
+    assert "expire_time" in found.memories[0].custom_metadata
+    await asyncio.sleep(0.6)
+    assert await memory.list_facts(app_name=APP, user_id=USER) == []
+    found = await memory.search_memory(app_name=APP, user_id=USER, query="vegetarian Pune")
+    assert found.memories == []
+    assert len(await memory.list_facts(app_name=APP, user_id=USER, history=True)) == 2
+    dry = await sessions.prune(older_than=timedelta(days=3650), dry_run=True)
+    assert dry.facts == 2
+    report = await sessions.prune(older_than=timedelta(days=3650))
+    assert (report.facts, report.sessions) == (2, 0)
+    assert await memory.list_facts(app_name=APP, user_id=USER, history=True) == []
+    assert await memory.fact_history(app_name=APP, user_id=USER, fact_id=fact.id) is None
+
+
+async def test_export_and_import_carry_facts_revisions_and_added_memories(
+    sessions: SqlSessionService, db_url: str, tmp_path: Any
+) -> None:
+    """A round trip through export_memories/import_memories into an empty database
+    of the same backend keeps every fact (current or not), every revision, the
+    memories add_memory stored (which exports did not carry before) and the
+    generation records; search finds the same; a second import skips everything."""
+    model = ScriptedModel(vegetarian, contradicts)
+    memory = memory_with(sessions, model)
+    monday = await conversation(sessions, *MONDAY_TURNS[:2], ts=MONDAY)
+    await memory.generate(app_name=APP, user_id=USER, session_id=monday.id)
+    thursday = await conversation(sessions, ("user", "Actually, I eat fish now."), ts=THURSDAY)
+    await memory.generate(app_name=APP, user_id=USER, session_id=thursday.id)
+    note = MemoryEntry(
+        id="note-1", content={"parts": [{"text": "Prefers the 12:30 slot."}]}, author="user"
+    )
+    await memory.add_memory(app_name=APP, user_id=USER, memories=[note], custom_metadata={"a": 1})
+    document = await memory.export_memories(app_name=APP, user_id=USER)
+    assert [m["id"] for m in document["memories"]] == ["note-1"]
+    assert len(document["facts"]) == 2 and len(document["generation"]) == 2
+    before = await _everything(memory)
+    await memory.forget_user(app_name=APP, user_id=USER)
+    assert await _everything(memory) != before
+    counts = await memory.import_memories(document)
+    assert counts == {"memories": 1, "facts": 2, "fact_revisions": 3, "skipped": 0}
+    assert await _everything(memory) == before
+    again = await memory.import_memories(document)
+    assert again == {"memories": 0, "facts": 0, "fact_revisions": 0, "skipped": 3}
+    calls = len(model.requests)  # the generation records came back: nothing to redo
+    await memory.generate(app_name=APP, user_id=USER, session_id=monday.id)
+    assert len(model.requests) == calls
+    with pytest.raises(InvalidMemoryError):
+        await memory.import_memories({**document, "format": "something else"})
+    with pytest.raises(InvalidMemoryError):
+        await memory.import_memories({**document, "facts": [{"id": "x"}]})
+
+
+async def _everything(memory: SqlMemoryService) -> Any:
+    facts = await memory.list_facts(app_name=APP, user_id=USER, history=True)
+    histories = [
+        await memory.fact_history(app_name=APP, user_id=USER, fact_id=f.id)
+        for f in sorted(facts, key=lambda f: f.id)
+    ]
+    found = await memory.search_memory(app_name=APP, user_id=USER, query="fish slot vegetarian")
+    return histories, sorted(
+        (m.id, m.custom_metadata.get("kind"), m.custom_metadata.get("a")) for m in found.memories
+    )
+
+
 # -- when things go wrong ------------------------------------------------------------
 
 
@@ -506,3 +583,47 @@ def test_failed_sessions_are_listed_and_make_the_command_exit_1(db_url: str) -> 
     assert session[:8] in listing and "1 session(s) given up on" in listing
     again = runner.invoke(app, ["memory", "generate", "--retry-failed", *model])
     assert again.exit_code == 1
+
+
+async def _generated(url: str) -> Any:
+    async with SqlSessionService.from_url(url) as sessions:
+        memory = memory_with(sessions, ScriptedModel(vegetarian))
+        session = await conversation(sessions, *MONDAY_TURNS, ts=MONDAY)
+        await memory.add_session_to_memory(session)
+        await memory.add_memory(
+            app_name=APP,
+            user_id="user-without-sessions",
+            memories=[MemoryEntry(content={"parts": [{"text": "A note."}]})],
+        )
+        return await _everything(memory)
+
+
+async def _forget(url: str) -> None:
+    async with SqlSessionService.from_url(url) as sessions:
+        for user_id in (USER, "user-without-sessions"):
+            await sessions.forget_user(app_name=APP, user_id=user_id)
+
+
+async def _after_import(url: str) -> tuple[Any, int]:
+    async with SqlMemoryService.from_url(url) as memory:
+        other = await memory.search_memory(
+            app_name=APP, user_id="user-without-sessions", query="note"
+        )
+        return await _everything(memory), len(other.memories)
+
+
+def test_the_export_and_import_commands_carry_memories_json(db_url: str, tmp_path: Any) -> None:
+    """``export`` writes each user's memories.json beside their sessions (a user
+    with memories but no session too); ``import`` reads them back."""
+    from .conftest import run_sync
+    from .helpers import cli
+
+    before = run_sync(_generated(db_url))
+    out = cli("export", "--app", APP, "--out", str(tmp_path), "--url", db_url)
+    assert "exported the memories and facts of 2 user(s)" in out
+    assert (tmp_path / USER / "memories.json").exists()
+    run_sync(_forget(db_url))
+    imported = cli("import", str(tmp_path), "--url", db_url)
+    assert "facts: 2 imported with 2 revision(s)" in imported
+    histories, notes = run_sync(_after_import(db_url))
+    assert (histories[0], notes) == (before[0], 1)  # turns come back by ingesting again

@@ -252,6 +252,7 @@ WRITERS = {
         "close_session",  # deprecated: ingest_session
         "generate",
         "generate_pending",
+        "import_memories",
     },
     ArtifactStorage: {"save", "save_stream", "restore", "delete"},
 }
@@ -278,6 +279,8 @@ READERS = {
         "list_facts",
         "fact_history",
         "generation_failures",
+        "export_memories",
+        "users_with_memories",
         "retrieve_profiles",
         "from_url",
         "close",
@@ -430,6 +433,16 @@ async def _every_writer(url: str, recorder: Recorder, embedder: Any) -> None:
                 memories=[MemoryEntry(content={"parts": [{"text": "a consolidated fact"}]})],
                 consolidate=True,
             )
+        with recorder.call("import_memories"):
+            document = await memory.export_memories(**key)
+            await memory.import_memories({**document, "user_id": "u2"})
+            await memory.import_memories({**document, "user_id": "u2"}, replace=True)
+        expiring = SqlMemoryService(sessions.store, generator=MemoryGenerator(model, ttl=0.001))
+        await expiring.add_memory(
+            **key,
+            memories=[MemoryEntry(content={"parts": [{"text": "a short-lived fact"}]})],
+            consolidate=True,
+        )
         with recorder.call("ingest_session"):
             await memory.ingest_session(**key, session_id=s.id)
         with recorder.call("close_session"), pytest.deprecated_call():

@@ -15,9 +15,17 @@ from typing import Any
 import pytest
 from sqlalchemy import event, text
 
-from adk_sqlstore import Event, EventActions, MemoryEntry, SqlMemoryService, SqlSessionService
+from adk_sqlstore import (
+    Event,
+    EventActions,
+    MemoryEntry,
+    MemoryGenerator,
+    SqlMemoryService,
+    SqlSessionService,
+)
 
 from .conftest import PostgresFactory
+from .scripted_models import ScriptedModel
 
 USER_TABLES = (
     "sqlstore_sessions",
@@ -29,6 +37,11 @@ USER_TABLES = (
     "sqlstore_memory_terms",
     "sqlstore_memory_ingestions",
     "sqlstore_memory_embeddings",
+    "sqlstore_users",
+    "sqlstore_facts",
+    "sqlstore_fact_revisions",
+    "sqlstore_fact_sources",
+    "sqlstore_fact_leases",
 )
 """Distributed by user_id (docs/scaling.md); sqlstore_app_state is a reference table."""
 
@@ -54,6 +67,17 @@ class Recorder:
             yield
         finally:
             self.current = None
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"role": "user", "parts": [{"text": text}]}
+
+
+def _one_fact(prompt: dict[str, Any]) -> dict[str, Any]:
+    """Extraction: one fact from the last event shown."""
+    last = prompt["conversation"][-1]
+    fact = {"text": last["text"], "topics": ["USER_PREFERENCES"], "event_ids": [last["id"]]}
+    return {"facts": [fact]}
 
 
 def _routes_to_one_user(statement: str) -> bool:
@@ -84,7 +108,12 @@ async def test_every_statement_of_a_users_call_filters_on_user_id(
     url = str(request.getfixturevalue("pgvector_url" if hybrid else "postgres_url"))
     recorder = Recorder()
     async with SqlSessionService.from_url(url) as sessions:
-        memory = SqlMemoryService(sessions.engine, embedder=Concepts() if hybrid else None)
+        model = ScriptedModel(_one_fact)
+        memory = SqlMemoryService(
+            sessions.engine,
+            embedder=Concepts() if hybrid else None,
+            generator=MemoryGenerator(model),
+        )
         if hybrid:
             assert await memory.vector_storage() == "pgvector"  # made its index: not a call
         event.listen(sessions.engine.sync_engine, "before_cursor_execute", recorder)
@@ -117,6 +146,19 @@ async def test_every_statement_of_a_users_call_filters_on_user_id(
             )
         with recorder.call("search_memory"):
             await memory.search_memory(**key, query="badminton turn")
+        with recorder.call("generate"):
+            await sessions.append_event(session, Event(author="user", content=_text("a fact")))
+            await memory.generate(**key, session_id=session.id)
+        with recorder.call("add_memory(consolidate)"):
+            entry = MemoryEntry(content={"parts": [{"text": "a badminton fact"}]})
+            await memory.add_memory(**key, memories=[entry], consolidate=True)
+        with recorder.call("facts"):
+            facts = await memory.list_facts(**key, history=True)
+            await memory.fact_history(**key, fact_id=facts[0].id)
+            await memory.retrieve_profiles(**key)
+            await memory.search_memory(**key, query="badminton", kind="facts")
+        with recorder.call("export/import memories"):
+            await memory.import_memories(await memory.export_memories(**key), replace=True)
         with recorder.call("ingest_session"):
             await memory.ingest_session(**key, session_id=session.id)
         with recorder.call("delete_memories"):
@@ -134,6 +176,9 @@ async def test_every_statement_of_a_users_call_filters_on_user_id(
         with recorder.call("fan-out"):
             await sessions.prune(older_than=timedelta(days=1))
             await memory.ingest_idle_sessions(timedelta(0))
+            await memory.generate_pending(app_name="shard")
+            await memory.generation_failures(app_name="shard")
+            await memory.users_with_memories(app_name="shard")
         event.remove(sessions.engine.sync_engine, "before_cursor_execute", recorder)
     assert set(recorder.by_call) >= {"append_event", "search_memory", "forget_user", "fan-out"}
     stray = {

@@ -114,6 +114,8 @@ def _counts(report: PruneReport) -> str:
     ]
     if report.with_memories:
         parts.append(f"{report.memories} memories")
+    if report.facts:
+        parts.append(f"{report.facts} expired fact(s)")
     return ", ".join(parts)
 
 

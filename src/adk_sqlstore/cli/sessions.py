@@ -14,10 +14,12 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from ..errors import SessionNotFoundError
+from ..memory import SqlMemoryService
 from ..models import Event, Session
 from ..sessions import SqlSessionService
 from ..sessions.json_files import dump_session, load_sessions, session_files
 from ..state import APP_PREFIX, USER_PREFIX
+from ..store import Store
 from .artifacts import export_artifacts, import_artifacts
 from .common import (
     AppOption,
@@ -190,9 +192,10 @@ def import_(
     url: UrlOption = None,
 ) -> None:
     """Import ADK session JSON (what Session.model_dump_json() writes; snake_case or
-    camelCase keys), and the artifacts an export wrote beside them. A session that
-    already exists is kept unless --replace; so are the user: and app: keys the store
-    already has (a dump's copy is older), and artifact versions it has."""
+    camelCase keys), and the artifacts and memories.json an export wrote beside them.
+    A session that already exists is kept unless --replace; so are the user: and app:
+    keys the store already has (a dump's copy is older), and artifact versions, memories
+    and facts it has."""
 
     async def run() -> None:
         imported = skipped = 0
@@ -211,9 +214,16 @@ def import_(
                         f"skipped {where} from {name}: it already exists (use --replace)"
                     )
             versions, kept = await import_artifacts(service.store, folders, replace=replace)
+            memories = await import_memories(service.store, folders, replace=replace)
         consoles.out.print(f"{imported} imported, {skipped} skipped")
         if versions or kept:
             consoles.out.print(f"artifact versions: {versions} imported, {kept} skipped")
+        if any(memories.values()):
+            consoles.out.print(
+                f"memories: {memories['memories']} imported, facts: {memories['facts']}"
+                f" imported with {memories['fact_revisions']} revision(s),"
+                f" {memories['skipped']} skipped"
+            )
 
     run_command(run())
 
@@ -223,6 +233,47 @@ def _file_name(identifier: str) -> str:
     never hidden."""
     name = quote(identifier, safe="")
     return "%2E" + name[1:] if name.startswith(".") else name
+
+
+MEMORIES_FILE = "memories.json"
+
+
+async def export_memories(
+    store: Store, app_name: str, user: str | None, out: Path, exported: set[str]
+) -> int:
+    """Write each user's memories no session holds to ``memories.json`` in the user's
+    folder (``out`` itself with ``user``): that user's, or those of the users exported
+    and every user of the app with such memories. How many files were written."""
+    memory = SqlMemoryService(store)
+    users = (
+        [user]
+        if user is not None
+        else sorted(exported | set(await memory.users_with_memories(app_name=app_name)))
+    )
+    written = 0
+    for user_id in users:
+        document = await memory.export_memories(app_name=app_name, user_id=user_id)
+        if not (document["memories"] or document["facts"] or document["generation"]):
+            continue
+        folder = out if user is not None else out / _file_name(user_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(document, ensure_ascii=False, indent=1)
+        (folder / MEMORIES_FILE).write_text(text, encoding="utf-8")
+        written += 1
+    return written
+
+
+async def import_memories(store: Store, folders: list[Path], *, replace: bool) -> dict[str, int]:
+    """Import every ``memories.json`` under ``folders``; the counts summed."""
+    memory = SqlMemoryService(store)
+    total = {"memories": 0, "facts": 0, "fact_revisions": 0, "skipped": 0}
+    for folder in folders:
+        files = [folder] if folder.name == MEMORIES_FILE else sorted(folder.rglob(MEMORIES_FILE))
+        for path in files if folder.is_dir() or folder.name == MEMORIES_FILE else []:
+            document = json.loads(path.read_text(encoding="utf-8"))
+            for name, n in (await memory.import_memories(document, replace=replace)).items():
+                total[name] += n
+    return total
 
 
 async def _exported(
@@ -285,8 +336,9 @@ def export(
     """Export sessions as ADK session JSON: DIR/<session id>.session.json with --user,
     else DIR/<user_id>/<session id>.session.json (ids percent-encoded), with the
     sessions' artifacts and the users' own under artifacts/ beside them (every version:
-    <n>.artifact.json and its bytes, <n>.artifact.bin). With --out - (JSON lines)
-    sessions only."""
+    <n>.artifact.json and its bytes, <n>.artifact.bin), and the users' memories no
+    session holds (facts with their history, add_memory's memories) in memories.json.
+    With --out - (JSON lines) sessions only."""
     if session_id is not None and user is None:
         error("--session needs --user")
         raise typer.Exit(2)
@@ -309,9 +361,16 @@ def export(
                     session_ids=ids,
                     folder=folder,
                 )
+            memories = 0
+            if str(out) != "-":
+                memories = await export_memories(
+                    service.store, app_name, user, out, {u for u, _ in exported}
+                )
         if str(out) != "-":
             consoles.out.print(f"exported {count} session(s) to {out}")
             if versions:
                 consoles.out.print(f"exported {versions} artifact version(s)")
+            if memories:
+                consoles.out.print(f"exported the memories and facts of {memories} user(s)")
 
     run_command(run())

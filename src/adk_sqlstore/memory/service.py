@@ -51,6 +51,7 @@ from .reindex import (
     warn_if_indexed_otherwise,
 )
 from .rows import MemoryRows, as_models, check_metadata, iso_time, memory_id
+from .transfer import MemoryTransfer
 from .writing import write_rows
 
 __all__ = ["SqlMemoryService"]
@@ -58,7 +59,7 @@ __all__ = ["SqlMemoryService"]
 _LANGUAGE_CHECKS_KEPT = 10_000  # users a service remembers having checked
 
 
-class SqlMemoryService(MemoryJobs, MemoryFacts, MemoryForgetting, OnStore):
+class SqlMemoryService(MemoryJobs, MemoryFacts, MemoryForgetting, MemoryTransfer, OnStore):
     """Long-term memory for ADK-style agents in PostgreSQL or SQLite.
 
     Follows ADK's ``BaseMemoryService`` (``add_session_to_memory``,

@@ -103,11 +103,16 @@ def dump_session(session: Session) -> str:
 
 def session_files(paths: list[Path]) -> list[Path]:
     """Expand folders to the ``*.session.json`` files in them and their subfolders (or,
-    if there are none, their ``*.json`` files), sorted."""
+    if there are none, their ``*.json`` files but an export's ``memories.json`` and
+    ``*.artifact.json``), sorted."""
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            files = sorted(path.rglob("*.session.json")) or sorted(path.rglob("*.json"))
+            files = sorted(path.rglob("*.session.json")) or sorted(
+                p
+                for p in path.rglob("*.json")
+                if p.name != "memories.json" and not p.name.endswith(".artifact.json")
+            )
             found.extend(files)
         else:
             found.append(path)

@@ -30,6 +30,8 @@ class PruneReport:
         artifact_versions: versions of the sessions' artifacts deleted (their bytes
             go with the last version of the user's that holds them).
         memories: memories deleted (always 0 without ``with_memories``).
+        facts: generated facts deleted because their time to live ended (with their
+            revisions and memories), whatever their sessions' age.
     """
 
     cutoff: float
@@ -41,6 +43,7 @@ class PruneReport:
     memory_ingestions: int = 0
     artifact_versions: int = 0
     memories: int = 0
+    facts: int = 0
 
     def add(self, counts: Mapping[str, int]) -> None:
         """Add rows deleted, by kind."""
@@ -76,7 +79,12 @@ async def prune(
     if dry_run:
         async with store.transaction(write=False) as conn:
             report.add(await sql.prune_counts(conn, **options))
+            found, _ = await sql.expired_facts_batch(
+                conn, now=time.time(), app_name=app_name, limit=0, dry_run=True
+            )
+        report.facts = found
         return report
+    report.facts = await _prune_expired_facts(store, app_name, batch_size)
     while True:
         found, counts = await finish_before_cancel(
             retry_conflicts(lambda: _prune_batch(store, options, batch_size))
@@ -88,6 +96,21 @@ async def prune(
             on_batch(batch)
         if found < batch_size:
             return report
+
+
+async def _prune_expired_facts(store: Store, app_name: str | None, batch_size: int) -> int:
+    """Delete the facts whose time to live ended, a batch per transaction."""
+    deleted, now = 0, time.time()
+
+    async def batch() -> tuple[int, int]:
+        async with store.transaction(write=True) as conn:
+            return await sql.expired_facts_batch(conn, now=now, app_name=app_name, limit=batch_size)
+
+    while True:
+        found, done = await finish_before_cancel(retry_conflicts(batch))
+        deleted += done
+        if found < batch_size:
+            return deleted
 
 
 async def _prune_batch(

@@ -393,7 +393,9 @@ class SqlSessionService(OnStore, Generic[SessionT, EventT, ListT]):
         ``batch_size`` sessions per transaction (an interrupted prune leaves whole
         sessions). User and app state are never touched; memories made from the
         sessions stay unless ``with_memories``. A session appended to meanwhile is
-        either kept or its append fails with ``SessionNotFoundError``.
+        either kept or its append fails with ``SessionNotFoundError``. Generated facts
+        whose time to live has ended (``MemoryGenerator(ttl=...)``) are deleted too,
+        with their revisions, whatever the sessions' age.
 
         Args:
             older_than: age as a ``timedelta`` or in seconds (0 or more).

@@ -17,13 +17,16 @@ from typing import Any
 from sqlalchemy import and_, delete, insert, or_, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..schema import fact_leases, fact_revisions, fact_sources, facts, sessions
+from ..schema import fact_leases, fact_revisions, fact_sources, facts, memories, sessions
 from .constructs import chunks
 
 __all__ = [
     "FactRow",
     "Revision",
     "Source",
+    "added_memories",
+    "all_revisions",
+    "all_sources",
     "current_facts",
     "delete_facts",
     "expired_facts",
@@ -35,6 +38,7 @@ __all__ = [
     "read_source",
     "release_lease",
     "take_lease",
+    "users_with_added_memories",
     "write_fact",
     "write_source",
 ]
@@ -356,3 +360,48 @@ async def pending_sessions(
     if after is not None:
         stmt = stmt.where(tuple_(sessions.c.app_name, sessions.c.user_id, sessions.c.id) > after)
     return [(a, u, s, int(n or 0), e) for a, u, s, n, e in (await conn.execute(stmt)).all()]
+
+
+async def added_memories(conn: AsyncConnection, *, app_name: str, user_id: str) -> list[Any]:
+    """The user's memories made by ``add_memory`` (no event, no fact), by id: rows of
+    id, session_id, author, timestamp, content, custom_metadata."""
+    m = memories
+    fact_ids = select(facts.c.id).where(*_user(facts, app_name, user_id))
+    stmt = (
+        select(m.c.id, m.c.session_id, m.c.author, m.c.timestamp, m.c.content, m.c.custom_metadata)
+        .where(*_user(m, app_name, user_id), m.c.event_id.is_(None), m.c.id.not_in(fact_ids))
+        .order_by(m.c.id)
+    )
+    return list((await conn.execute(stmt)).all())
+
+
+async def all_revisions(
+    conn: AsyncConnection, *, app_name: str, user_id: str
+) -> dict[str, list[Revision]]:
+    """Every revision of the user's facts, by fact id, oldest first."""
+    r = fact_revisions
+    stmt = select(r).where(*_user(r, app_name, user_id)).order_by(r.c.fact_id, r.c.revision)
+    found: dict[str, list[Revision]] = {}
+    for row in (await conn.execute(stmt)).all():
+        found.setdefault(row.fact_id, []).append(Revision.of(row))
+    return found
+
+
+async def all_sources(conn: AsyncConnection, *, app_name: str, user_id: str) -> list[Any]:
+    """The user's generation records: rows of session_id, event_count, attempts,
+    error, update_time."""
+    f = fact_sources
+    columns = (f.c.session_id, f.c.event_count, f.c.attempts, f.c.error, f.c.update_time)
+    stmt = select(*columns).where(*_user(f, app_name, user_id)).order_by(f.c.session_id)
+    return list((await conn.execute(stmt)).all())
+
+
+async def users_with_added_memories(conn: AsyncConnection, *, app_name: str) -> list[str]:
+    """The users of an app with facts or ``add_memory`` memories (an administrative
+    read across the app's users, for exports), in order."""
+    with_facts = select(facts.c.user_id).where(facts.c.app_name == app_name)
+    added = select(memories.c.user_id).where(
+        memories.c.app_name == app_name, memories.c.event_id.is_(None)
+    )
+    stmt = with_facts.union(added)
+    return sorted(str(r[0]) for r in (await conn.execute(stmt)).all())

@@ -23,6 +23,7 @@ __all__ = [
     "count_memories_to_reindex",
     "delete_memories",
     "delete_memories_by_pk",
+    "existing_memory_ids",
     "idle_sessions",
     "memories_to_reindex",
     "memory_ids_of_session",
@@ -106,6 +107,19 @@ async def memory_ids_of_session(
         )
     )
     return {str(memory_id): int(pk) for memory_id, pk in result.all()}
+
+
+async def existing_memory_ids(
+    conn: AsyncConnection, *, app_name: str, user_id: str, ids: Sequence[str]
+) -> set[str]:
+    """Those of ``ids`` the user has memories of."""
+    found: set[str] = set()
+    for chunk in chunks(list(ids)):
+        stmt = select(memories.c.id).where(
+            memories.c.app_name == app_name, memories.c.user_id == user_id, memories.c.id.in_(chunk)
+        )
+        found.update(str(r[0]) for r in (await conn.execute(stmt)).all())
+    return found
 
 
 async def delete_memories_by_pk(

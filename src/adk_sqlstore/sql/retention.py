@@ -33,7 +33,7 @@ from .artifacts import collect_contents
 from .constructs import chunks
 from .users import delete_user, lock_users
 
-__all__ = ["forget_user", "prune_batch", "prune_counts"]
+__all__ = ["expired_facts_batch", "forget_user", "prune_batch", "prune_counts"]
 
 _FORGET_COUNTS = (
     "events",
@@ -184,3 +184,41 @@ async def forget_user(conn: AsyncConnection, *, app_name: str, user_id: str) -> 
         counts[name] = int(result.rowcount)
     await delete_user(conn, app_name=app_name, user_id=user_id)
     return {name: counts[name] for name in _FORGET_COUNTS}
+
+
+async def expired_facts_batch(
+    conn: AsyncConnection, *, now: float, app_name: str | None, limit: int, dry_run: bool = False
+) -> tuple[int, int]:
+    """Delete up to ``limit`` facts whose time to live ended before ``now`` (seconds,
+    UTC), with their revisions and memories; returns (facts found, facts deleted).
+    Their users are locked (``"exclusive"``, in key order) first, and each fact is
+    checked expired again under the lock. ``dry_run``: count them all, delete none."""
+    expired = [facts.c.expire_at.is_not(None), facts.c.expire_at <= now]
+    if app_name is not None:
+        expired.append(facts.c.app_name == app_name)
+    if dry_run:
+        stmt = select(func.count()).select_from(facts).where(*expired)
+        found = int((await conn.execute(stmt)).scalar_one())
+        return found, 0
+    keys = select(facts.c.app_name, facts.c.user_id, facts.c.id).where(*expired)
+    rows = (await conn.execute(keys.order_by(facts.c.expire_at, facts.c.id).limit(limit))).all()
+    await lock_users(conn, [(a, u) for a, u, _ in rows], mode="exclusive")
+    deleted = 0
+    by_user: dict[tuple[str, str], list[str]] = {}
+    for app, user, fact_id in rows:
+        by_user.setdefault((app, user), []).append(fact_id)
+    for (app, user), ids in sorted(by_user.items()):
+        mine = [facts.c.app_name == app, facts.c.user_id == user]
+        still = select(facts.c.id).where(*mine, facts.c.id.in_(ids), *expired)
+        gone = [str(r[0]) for r in (await conn.execute(still)).all()]
+        if not gone:
+            continue
+        where = [memories.c.app_name == app, memories.c.user_id == user]
+        await conn.execute(delete(memories).where(*where, memories.c.id.in_(gone)))
+        revisions = [fact_revisions.c.app_name == app, fact_revisions.c.user_id == user]
+        await conn.execute(
+            delete(fact_revisions).where(*revisions, fact_revisions.c.fact_id.in_(gone))
+        )
+        result = await conn.execute(delete(facts).where(*mine, facts.c.id.in_(gone)))
+        deleted += int(result.rowcount)
+    return len(rows), deleted
