@@ -267,3 +267,20 @@ def race_writer(url: str, conn: Any) -> None:
             await executor.close()
 
     asyncio.run(serve())
+
+
+def fact_generator(url: str, sessions: list[str], results: Any) -> None:
+    """Generate facts for each of ``sessions`` (of one user) at once, with the colour
+    model of tests.test_fact_races; put the summed report's figures."""
+    from adk_sqlstore import MemoryGenerator
+
+    from .test_fact_races import APP, USER, colour_model
+
+    async def run() -> None:
+        async with SqlMemoryService.from_url(url, generator=MemoryGenerator(colour_model())) as m:
+            reports = await asyncio.gather(
+                *(m.generate(app_name=APP, user_id=USER, session_id=s) for s in sessions)
+            )
+        results.put([(r.sessions, r.model_calls, r.created, r.invalidated) for r in reports])
+
+    asyncio.run(run())
