@@ -36,6 +36,7 @@ row has one, and ``forget_user`` deletes it with the rest.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Literal
 
@@ -156,7 +157,11 @@ async def lock_user(
     of a transaction that writes the user's rows (see the module docstring). With
     ``create``, the user's row is made if absent (``now``: its ``create_time``,
     seconds since the epoch); without, a user who has no row has nothing to lock and
-    nothing is done.
+    nothing is done, but on PostgreSQL in ``"exclusive"`` and ``"forget"`` mode, where
+    the row is made all the same: a locking read neither sees nor waits for a row
+    another transaction is making, and a deleting writer that went on unlocked beside
+    it saw that writer's rows one table at a time (an artifact's bytes left without
+    their version, found by ``tests/test_forget_races.py``).
 
     MySQL and MariaDB: the row is locked (``FOR UPDATE`` in every mode) before it is
     made (an insert that takes an exclusive lock on a row made meanwhile), never
@@ -178,8 +183,16 @@ async def lock_user(
         if create and not locked:
             await conn.execute(_MYSQL_CREATE, params)
         return
+    if not create:
+        if (await conn.execute(_PG_LOCK[mode, False], params)).scalar_one() or mode == "share":
+            return
+        params["now"] = now or time.time()
+        # No row to lock: but a transaction may be making the user's first row, which a
+        # locking read does not see (nor wait for), and this writer's statements would
+        # then see that transaction's rows one table at a time. Making the row waits
+        # for it (and leaves the user a row, as any writer does).
     for _ in range(_ATTEMPTS):
-        if (await conn.execute(_PG_LOCK[mode, create], params)).scalar_one() or not create:
+        if (await conn.execute(_PG_LOCK[mode, True], params)).scalar_one():
             return
         # forget_user deleted the row while this waited for it: make it again
     raise ConcurrencyConflictError(
