@@ -21,6 +21,7 @@ with pgvector from the PyPI package ``pgserver``.
     python -m benchmarks.locomo_recall                       # SQLite and PostgreSQL
     python -m benchmarks.locomo_recall --embedder minilm
     python -m benchmarks.locomo_recall --backend sqlite --conversations 1
+    python -m benchmarks.locomo_recall --facts replay --json   # memory generation
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from adk_sqlstore.urls import redact_url
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo"
 DEFAULT_POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+DEFAULT_MYSQL_ADMIN = "mysql://root@127.0.0.1:3306/mysql"
 APP = "locomo"
 
 
@@ -186,47 +188,71 @@ async def _admin(admin_url: str, sql: str) -> None:
         await engine.dispose()
 
 
+@dataclass
+class Run:
+    """What to measure: plain recall, or (``facts``, the LoCoMo folder) memory
+    generation replaying the observations (:mod:`.locomo_facts`)."""
+
+    embedder: str | None = None
+    facts: Path | None = None
+    limit: int | None = None
+
+    async def evaluate(self, url: str, backend: str, conversations: list[Conversation]) -> Any:
+        if self.facts is None:
+            return await evaluate(url, backend, conversations, embedder=self.embedder)
+        from .locomo_facts import evaluate_facts
+
+        return await evaluate_facts(
+            url, backend, conversations, self.facts, limit=self.limit, embedder=self.embedder
+        )
+
+
 async def run_backend(
     backend: str,
     conversations: list[Conversation],
     url: str | None,
     admin_url: str,
     embedder: str | None = None,
-) -> Result:
+    run: Run | None = None,
+) -> Any:
     """Evaluate one backend on a fresh database (a temporary file, or a throwaway
-    PostgreSQL database created through ``admin_url``; with an embedder, on a server
-    with pgvector) unless ``url`` is given."""
+    PostgreSQL or MySQL database created through ``admin_url``; with an embedder, on
+    a PostgreSQL server with pgvector) unless ``url`` is given."""
+    run = run or Run(embedder=embedder)
     if url is not None:
         engine = create_engine(url)
         try:
             await upgrade(engine)
         finally:
             await engine.dispose()
-        return await evaluate(url, backend, conversations, embedder=embedder)
+        return await run.evaluate(url, backend, conversations)
     if backend == "sqlite":
         with tempfile.TemporaryDirectory() as folder:
             db_url = f"sqlite:///{folder}/locomo.db"
-            return await run_backend(backend, conversations, db_url, admin_url, embedder)
-    if embedder is not None:
+            return await run_backend(backend, conversations, db_url, admin_url, run=run)
+    if run.embedder is not None and backend == "postgres":
         from .hybrid_bench import vector_server
 
         async with vector_server(backend, admin_url) as (server, _):
-            return await _on_throwaway(backend, conversations, server, embedder)
-    return await _on_throwaway(backend, conversations, admin_url, embedder)
+            return await _on_throwaway(backend, conversations, server, run)
+    return await _on_throwaway(backend, conversations, admin_url, run)
 
 
 async def _on_throwaway(
-    backend: str, conversations: list[Conversation], admin_url: str, embedder: str | None
-) -> Result:
+    backend: str, conversations: list[Conversation], admin_url: str, run: Run
+) -> Any:
     name = f"adk_sqlstore_bench_{uuid.uuid4().hex[:10]}"
-    await _admin(admin_url, f'CREATE DATABASE "{name}"')
+    mysql = backend == "mysql"
+    quoted = f"`{name}`" if mysql else f'"{name}"'
+    await _admin(admin_url, f"CREATE DATABASE {quoted}")
     try:
         from sqlalchemy.engine import make_url
 
         db_url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-        return await run_backend(backend, conversations, db_url, admin_url, embedder)
+        return await run_backend(backend, conversations, db_url, admin_url, run=run)
     finally:
-        await _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop = f"DROP DATABASE IF EXISTS {quoted}" + ("" if mysql else " WITH (FORCE)")
+        await _admin(admin_url, drop)
 
 
 def report(results: list[Result], console: Console) -> None:
@@ -271,7 +297,25 @@ def report(results: list[Result], console: Console) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument(
+        "--backend",
+        choices=["sqlite", "postgres", "mysql", "both", "all"],
+        default="both",
+        help="both: SQLite and PostgreSQL; all: MySQL/MariaDB too (default: both, or all"
+        " with --facts)",
+    )
+    parser.add_argument(
+        "--mysql-admin-url",
+        default=DEFAULT_MYSQL_ADMIN,
+        help="MySQL or MariaDB server on which a throwaway database is created",
+    )
+    parser.add_argument(
+        "--facts",
+        choices=["replay"],
+        help="memory generation: a model replaying LoCoMo's observations as its facts"
+        " (benchmarks.locomo_facts); recall of turns, facts and both",
+    )
+    parser.add_argument("--json", action="store_true", help="one line of JSON per backend")
     parser.add_argument(
         "--url",
         help="use this (migrated or empty) database instead of a"
@@ -292,11 +336,14 @@ def main(argv: list[str] | None = None) -> int:
     if not args.data.is_dir():
         print(f"LoCoMo data not found at {args.data}", file=sys.stderr)
         return 2
-    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
+    every = ["sqlite", "postgres", "mysql"]
+    chosen = "all" if args.facts and args.backend == "both" else args.backend
+    backends = {"both": every[:2], "all": every}.get(chosen, [chosen])
     if args.url and len(backends) > 1:
-        parser.error("--url needs --backend sqlite or --backend postgres")
+        parser.error("--url needs one --backend")
     conversations = load_conversations(args.data, args.conversations)
-    console = Console()
+    console = Console(stderr=args.json)
+    run = Run(args.embedder, args.data if args.facts else None, args.conversations)
     results = []
     for backend in backends:
         where = redact_url(args.url) if args.url else f"throwaway {backend} database"
@@ -304,14 +351,17 @@ def main(argv: list[str] | None = None) -> int:
             f"{backend}: ingesting {sum(len(c.sessions) for c in conversations)}"
             f" sessions of {len(conversations)} conversations into {where}"
         )
-        results.append(
-            asyncio.run(
-                run_backend(
-                    backend, conversations, args.url, args.postgres_admin_url, args.embedder
-                )
-            )
-        )
-    report(results, console)
+        admin = args.mysql_admin_url if backend == "mysql" else args.postgres_admin_url
+        result = asyncio.run(run_backend(backend, conversations, args.url, admin, run=run))
+        if args.json:
+            print(json.dumps(result.as_json() if args.facts else as_dict(result)), flush=True)
+        results.append(result)
+    if args.facts:
+        from .locomo_facts import report_facts
+
+        report_facts(results, console)
+    else:
+        report(results, console)
     return 0
 
 

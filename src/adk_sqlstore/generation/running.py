@@ -63,10 +63,13 @@ class Generation:
         *,
         consolidate: bool | None = None,
         automatic: bool = False,
+        given: Any = None,
     ) -> GenerationReport:
         """Generate facts from the session's events after its watermark; an
         ``automatic`` run (after an ingestion, or of pending sessions) skips a session
-        that failed the generator's ``max_attempts`` times.
+        that failed the generator's ``max_attempts`` times. The session is read from
+        the store; one the store does not hold (a session service of another kind) is
+        taken from ``given``, the session object ``add_session_to_memory`` got.
 
         Raises:
             GenerationError: the model failed, timed out or answered with no JSON of
@@ -78,7 +81,7 @@ class Generation:
         holder = secrets.token_hex(16)
         await self._wait_for_lease(app_name, user_id, holder)
         try:
-            report = await self._run(key, holder, consolidate, automatic)
+            report = await self._run(key, holder, consolidate, automatic, given)
         except GenerationError as exc:
             await self._failed(key, holder, exc)
             raise
@@ -169,12 +172,12 @@ class Generation:
         await asyncio.shield(retry_conflicts(record))
 
     async def _run(
-        self, key: SessionKey, holder: str, consolidate: bool | None, automatic: bool
+        self, key: SessionKey, holder: str, consolidate: bool | None, automatic: bool, given: Any
     ) -> GenerationReport:
         report = GenerationReport()
         async with self.store.transaction(write=False) as conn:
             source = await sql.read_source(conn, **key) or sql.Source(0, 0, None)
-            session = await read_session(conn, key, self.codec)
+            session = await read_session(conn, key, self.codec) or given
         events = list(session.events) if session is not None else []
         if session is None or (
             source.event_count >= len(events)

@@ -112,10 +112,14 @@ class MemoryFacts:
         """
         return await self._generation().run(app_name, user_id, session_id, consolidate=consolidate)
 
-    async def _generate_automatically(self, app_name: str, user_id: str, session_id: str) -> Any:
+    async def _generate_automatically(
+        self, app_name: str, user_id: str, session_id: str, given: Any = None
+    ) -> Any:
         """A run of a trigger: skips sessions past their attempts; failures logged."""
         try:
-            return await self._generation().run(app_name, user_id, session_id, automatic=True)
+            return await self._generation().run(
+                app_name, user_id, session_id, automatic=True, given=given
+            )
         except GenerationError:  # logged by the run
             return GenerationReport(failed=1)
 
@@ -202,7 +206,7 @@ class MemoryFacts:
         if self._generator is None:
             return None
         report: GenerationReport = await self._generate_automatically(
-            session.app_name, session.user_id, session.id
+            session.app_name, session.user_id, session.id, session
         )
         return report
 
