@@ -11,6 +11,10 @@ session already has ``user:diet``; the agent reads it with ``get_profile``, then
 turn about the Pune office reception. "One fact came back by key lookup and cost
 nothing; the other came back by search and cost one tool call."
 
+A minute later the user says "Actually, I eat fish now."; memory generation (a
+scripted model, :mod:`.demo_facts`) turns each session into a dated fact and the new
+one invalidates Monday's, which stays in its history.
+
 Run it with ``adk-sqlstore demo``. Monday runs in this process, the idle job and
 Thursday each in a child process. The demo keeps to an app of its own
 (``adk-sqlstore-demo``): it never reads or changes another app's data (the README's
@@ -39,6 +43,7 @@ from rich.rule import Rule
 from rich.table import Table
 
 from .console import make_console
+from .demo_facts import FISH_MESSAGE, fish_follow_up
 from .memory import SqlMemoryService
 from .models import Content, Event, EventActions, FunctionCall, FunctionResponse, Part, Session
 from .sessions import SqlSessionService
@@ -328,6 +333,16 @@ async def thursday(console: Console) -> None:
         )
         console.print(_rule("Where each fact came from"))
         await explain(sessions, memory, console, current=session.id)
+        console.print(_rule(f"Thursday, a minute later: {FISH_MESSAGE!r}"))
+        at = thursday_at + timedelta(minutes=1)
+
+        async def append_turn(text: str, reply: str, clock: datetime) -> None:
+            turn = ScriptedTurn(text, calls=[], reply=lambda state, results: reply)
+            await run_turn(sessions, memory, session, turn, clock, Transcript(console))
+
+        listing = await sessions.list_sessions(app_name=APP_NAME, user_id=USER_ID)
+        (monday_id,) = [s.id for s in listing.sessions if s.id != session.id]
+        await fish_follow_up(sessions, session, monday_id, at, console, append_turn)
         console.print(_rule("Recall without a shared word: hybrid search"))
         await hybrid_recall(sessions, console)
 
