@@ -165,3 +165,25 @@ def test_processes_generating_for_one_user_create_no_duplicate(
         f"3 processes x 4 sessions of one user (each session by two): {len(ids)} sessions"
         f" sent to the model once each, {facts} facts, {revisions} revisions, 1 current"
     )
+
+
+async def test_a_lease_left_by_a_dead_run_is_taken_over_once_it_expires(db_url: str) -> None:
+    """A worker killed while generating leaves its lease (the row a run holds while its
+    model works); a later run waits for it while it is valid, and takes it over once it
+    has expired. Here the leftover lease is written as a killed worker leaves it."""
+    import time
+
+    from sqlalchemy import text
+
+    (session_id,) = await _sessions(db_url, ["teal"])
+    async with SqlMemoryService.from_url(db_url, generator=MemoryGenerator(colour_model())) as m:
+        lease = text(
+            "INSERT INTO sqlstore_fact_leases (app_name, user_id, holder, lease_until)"
+            " VALUES (:a, :u, 'a-killed-worker', :until)"
+        )
+        async with m.store.transaction(write=True) as conn:
+            await conn.execute(lease, {"a": APP, "u": USER, "until": time.time() + 1.0})
+        began = time.monotonic()
+        report = await m.generate(app_name=APP, user_id=USER, session_id=session_id)
+        waited = time.monotonic() - began
+    assert report.created == 1 and 0.8 < waited < 10, waited

@@ -115,19 +115,22 @@ class Generation:
         return report
 
     async def _wait_for_lease(self, app_name: str, user_id: str, holder: str) -> None:
-        deadline = time.monotonic() + self.generator.lease_seconds
-        pause = _POLL[0]
-        while not await self._take_lease(app_name, user_id, holder):
-            if time.monotonic() > deadline:
-                raise GenerationError(
-                    "another generation run held the user's lease longer than a run may"
+        """Take the user's lease, waiting while other runs hold it, one after another
+        (an expired lease is taken over: a run that died holds no one up)."""
+        pause, seen, since = _POLL[0], "", time.monotonic()
+        while (current := await self._take_lease(app_name, user_id, holder)) != holder:
+            if current != seen:
+                seen, since = current, time.monotonic()
+            elif time.monotonic() - since > self.generator.lease_seconds + 60:
+                raise GenerationError(  # a lease not ending when it should: clocks apart
+                    "another generation run held the user's lease past its end"
                     f" ({self.generator.lease_seconds:.0f} s)"
                 )
             await asyncio.sleep(pause)
             pause = min(pause * 2, _POLL[1])
 
-    async def _take_lease(self, app_name: str, user_id: str, holder: str) -> bool:
-        async def take() -> bool:
+    async def _take_lease(self, app_name: str, user_id: str, holder: str) -> str:
+        async def take() -> str:
             now = time.time()
             async with self.store.transaction(write=True) as conn:
                 await lock_user(

@@ -137,20 +137,21 @@ def _current(now: float) -> list[Any]:
 
 async def take_lease(
     conn: AsyncConnection, *, app_name: str, user_id: str, holder: str, until: float, now: float
-) -> bool:
+) -> str:
     """Make ``holder`` the user's generator until ``until`` if no other holds an
-    unexpired lease; whether it now holds it. The caller holds the user lock."""
+    unexpired lease; returns who holds it now (``holder``, or the other). The caller
+    holds the user lock."""
     where = _user(fact_leases, app_name, user_id)
     found = (await conn.execute(select(fact_leases).where(*where))).first()
     if found is None:
         row = {"app_name": app_name, "user_id": user_id, "holder": holder, "lease_until": until}
         await conn.execute(insert(fact_leases).values(row))
-        return True
+        return holder
     if found.holder != holder and found.lease_until > now:
-        return False
+        return str(found.holder)
     values = {"holder": holder, "lease_until": until}
     await conn.execute(update(fact_leases).where(*where).values(values))
-    return True
+    return holder
 
 
 async def holds_lease(conn: AsyncConnection, *, app_name: str, user_id: str, holder: str) -> bool:
