@@ -28,6 +28,7 @@ from adk_sqlstore import (
     Topic,
 )
 
+from .helpers import Layer
 from .scripted_models import ScriptedModel, alias, nothing_to_change
 
 APP = "lunch-app"
@@ -357,6 +358,113 @@ async def _everything(memory: SqlMemoryService) -> Any:
     return histories, sorted(
         (m.id, m.custom_metadata.get("kind"), m.custom_metadata.get("a")) for m in found.memories
     )
+
+
+def generating(layer: Layer, model: Any) -> Any:
+    """The layer's memory service, with a generator of ``model``."""
+    generator = MemoryGenerator(model)
+    if layer.name == "core":
+        return SqlMemoryService(layer.sessions.store, generator=generator)
+    from adk_sqlstore.adk import SqlMemoryService as AdkMemory
+
+    return AdkMemory(store=layer.sessions.store, generator=generator)
+
+
+async def test_both_api_layers_generate_contradict_and_consolidate(layer: Layer) -> None:
+    """The contract on each API layer (ADK's classes too): Monday's fact, Thursday's
+    contradiction, the history, search by kind, and ADK's ``add_memory`` with
+    ``custom_metadata={"enable_consolidation": True}`` (Memory Bank's spelling)."""
+    model = ScriptedModel(vegetarian, contradicts)
+    memory = generating(layer, model)
+    monday = await layer.sessions.create_session(app_name=APP, user_id=USER)
+    await layer.sessions.append_event(monday, layer.event(MONDAY_TURNS[0][1], ts=MONDAY))
+    await memory.add_session_to_memory(monday)
+    thursday = await layer.sessions.create_session(app_name=APP, user_id=USER)
+    await layer.sessions.append_event(
+        thursday, layer.event("Actually, I eat fish now.", ts=THURSDAY)
+    )
+    await memory.add_session_to_memory(thursday)
+    current = await memory.list_facts(app_name=APP, user_id=USER)
+    assert [f.text for f in current] == ["The user eats fish now (pescatarian)."]
+    (old,) = [
+        f
+        for f in await memory.list_facts(app_name=APP, user_id=USER, history=True)
+        if not f.current
+    ]
+    history = await memory.fact_history(app_name=APP, user_id=USER, fact_id=old.id)
+    assert [r.action for r in history[1]] == ["create", "invalidate"]
+    facts = await memory.search_memory(app_name=APP, user_id=USER, query="fish", kind="facts")
+    assert [m.id for m in facts.memories] == [current[0].id]
+    turns = await memory.search_memory(app_name=APP, user_id=USER, query="fish", kind="turns")
+    assert [m.id for m in turns.memories] != [current[0].id] and len(turns.memories) == 1
+    entry = layer.entry_model(
+        content={"role": "user", "parts": [{"text": "The user is vegetarian again."}]}
+    )
+    await memory.add_memory(
+        app_name=APP, user_id=USER, memories=[entry], custom_metadata={"enable_consolidation": True}
+    )
+    assert len(model.prompts("consolidation")) == 2
+    texts = {f.text for f in await memory.list_facts(app_name=APP, user_id=USER)}
+    assert "The user is vegetarian again." in texts
+    await memory.close()
+
+
+async def test_the_model_runs_with_no_lock_nor_transaction_held(
+    sessions: SqlSessionService,
+) -> None:
+    """While the model works, other writers of the same user go on at once: it appends
+    to the session being generated from, adds a memory and ingests the session (on
+    SQLite a held write transaction would make them wait for the busy timeout; on
+    PostgreSQL and MariaDB a held user lock would block them)."""
+    import time
+
+    memory_ref: list[SqlMemoryService] = []
+    session_ref: list[Any] = []
+    waits: list[float] = []
+
+    async def writes_meanwhile() -> None:
+        began = time.monotonic()
+        await sessions.append_event(session_ref[0], turn("meanwhile", THURSDAY))
+        await memory_ref[0].add_memory(
+            app_name=APP,
+            user_id=USER,
+            memories=[MemoryEntry(content={"parts": [{"text": "added meanwhile"}]})],
+        )
+        plain = SqlMemoryService(sessions.store)  # ingestion without generation
+        await plain.add_session_to_memory(session_ref[0])
+        waits.append(time.monotonic() - began)
+
+    class WritingModel(ScriptedModel):
+        async def complete(self, request: Any) -> Any:
+            if request.purpose == "extraction" and not waits:
+                await writes_meanwhile()
+            return await super().complete(request)
+
+    model = WritingModel(vegetarian)
+    memory = memory_with(sessions, model, timeout=30)
+    memory_ref.append(memory)
+    session_ref.append(await conversation(sessions, MONDAY_TURNS[0], ts=MONDAY))
+    report = await memory.generate(app_name=APP, user_id=USER, session_id=session_ref[0].id)
+    assert report.created == 1 and waits and waits[0] < 5
+
+
+async def test_facts_said_to_be_about_another_user_stay_with_this_one(
+    sessions: SqlSessionService,
+) -> None:
+    """The model names another user and app in its facts: the store writes only under
+    the session's ``(app_name, user_id)``."""
+
+    def elsewhere(prompt: dict[str, Any]) -> dict[str, Any]:
+        e = prompt["conversation"][0]["id"]
+        fact = {"text": "The user is vegetarian.", "topics": ["USER_PREFERENCES"], "event_ids": [e]}
+        return {"facts": [{**fact, "user_id": "someone-else", "app_name": "other-app"}]}
+
+    memory = memory_with(sessions, ScriptedModel(elsewhere))
+    session = await conversation(sessions, MONDAY_TURNS[0], ts=MONDAY)
+    await memory.generate(app_name=APP, user_id=USER, session_id=session.id)
+    assert len(await memory.list_facts(app_name=APP, user_id=USER)) == 1
+    for app, user in ((APP, "someone-else"), ("other-app", "someone-else"), ("other-app", USER)):
+        assert await memory.list_facts(app_name=app, user_id=user, history=True) == []
 
 
 # -- when things go wrong ------------------------------------------------------------

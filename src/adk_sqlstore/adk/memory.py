@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -155,13 +155,19 @@ class SqlMemoryService(BaseMemoryService, OnStore):
         )
 
     async def search_memory(
-        self, *, app_name: str, user_id: str, query: str, limit: int = 10
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        query: str,
+        limit: int = 10,
+        kind: Literal["facts", "turns"] | None = None,
     ) -> AdkSearchResponse:
         """See :meth:`adk_sqlstore.SqlMemoryService.search_memory`; returns ADK's
         ``SearchMemoryResponse`` of ADK ``MemoryEntry`` (``content`` a GenAI
         ``types.Content``)."""
         found = await self._core.search_memory(
-            app_name=app_name, user_id=user_id, query=query, limit=limit
+            app_name=app_name, user_id=user_id, query=query, limit=limit, kind=kind
         )
         return AdkSearchResponse(memories=[to_adk_entry(m) for m in found.memories])
 
