@@ -50,3 +50,20 @@ async def test_locomo_slice_hybrid_recall_with_the_local_model(
     assert hybrid.recall[10] >= HYBRID_FLOOR_AT_10, hybrid.recall
     assert hybrid.recall[5] >= HYBRID_FLOOR_AT_5, hybrid.recall
     assert hybrid.recall[10] >= FLOOR_AT_10 + 0.05
+
+
+@pytest.mark.shared_data
+async def test_generated_facts_add_to_the_turns_recall(db_url: str) -> None:
+    """Memory generation with LoCoMo's own observations replayed as the model's facts
+    (benchmarks/locomo_facts.py) on conversation conv-30: turns and facts together
+    find more evidence than turns alone, at two model calls per session at most."""
+    from benchmarks.locomo_facts import evaluate_facts
+
+    folder = shared_data("locomo")
+    conversations = [c for c in load_conversations(folder) if c.user_id == "conv-30"]
+    result = await evaluate_facts(db_url, "test", conversations, folder)
+    figures = result.as_json()
+    assert result.facts > 100 and result.questions == 81
+    assert figures["turns+facts"]["recall@10"] > figures["turns"]["recall@10"] + 0.02, figures
+    assert figures["facts"]["recall@10"] > 0.4, figures
+    assert figures["model_calls_per_session"] <= 2
