@@ -467,6 +467,34 @@ async def test_facts_said_to_be_about_another_user_stay_with_this_one(
         assert await memory.list_facts(app_name=app, user_id=user, history=True) == []
 
 
+async def test_add_events_to_memory_generates_from_the_events_given(
+    sessions: SqlSessionService,
+) -> None:
+    """ADK's incremental path: for a session the store holds, its new events (the
+    watermark); for one it does not (another session service), the events given, each
+    call its own."""
+    model = ScriptedModel(vegetarian, contradicts)
+    memory = memory_with(sessions, model)
+    stored = await conversation(sessions, MONDAY_TURNS[0], ts=MONDAY)
+    await memory.add_events_to_memory(
+        app_name=APP, user_id=USER, session_id=stored.id, events=stored.events
+    )
+    assert [e["text"] for e in model.prompts("extraction")[0]["conversation"]] == [
+        MONDAY_TURNS[0][1]
+    ]
+    for text in ("I moved there last Friday.", "Actually, I eat fish now."):
+        await memory.add_events_to_memory(
+            app_name=APP, user_id=USER, session_id="elsewhere-1", events=[turn(text, THURSDAY)]
+        )
+    shown = [[e["text"] for e in p["conversation"]] for p in model.prompts("extraction")[1:]]
+    assert shown == [["I moved there last Friday."], ["Actually, I eat fish now."]]
+    current = await memory.list_facts(app_name=APP, user_id=USER)
+    assert sorted((f.text, f.session_id) for f in current) == [
+        ("The user eats fish now (pescatarian).", "elsewhere-1"),
+        ("The user moved to the Pune office.", "elsewhere-1"),
+    ]
+
+
 # -- when things go wrong ------------------------------------------------------------
 
 

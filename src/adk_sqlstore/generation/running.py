@@ -33,7 +33,7 @@ from .prompts import Shown, consolidation_prompt, extraction_prompt
 from .replies import Dropped, Extracted, parse_decisions, parse_facts
 from .writing import Plan, Target, plan_changes, write_plan
 
-__all__ = ["Generation", "Similar"]
+__all__ = ["Generation", "GivenEvents", "Similar"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +42,14 @@ Similar = Callable[[str, str, str, int], Awaitable[list[str]]]
 
 _POLL = (0.05, 1.0)  # seconds between looks at a lease held by another run: first, most
 _MAX_SHOWN_FACTS = 50
+
+
+@dataclass
+class GivenEvents:
+    """Events ``add_events_to_memory`` got for a session the store does not hold: all
+    of them are new (no watermark is kept: the next call brings the next events)."""
+
+    events: list[Any]
 
 
 @dataclass
@@ -180,23 +188,25 @@ class Generation:
         report = GenerationReport()
         async with self.store.transaction(write=False) as conn:
             source = await sql.read_source(conn, **key) or sql.Source(0, 0, None)
-            session = await read_session(conn, key, self.codec) or given
+            stored = await read_session(conn, key, self.codec)
+        session = stored if stored is not None else given
         events = list(session.events) if session is not None else []
+        loose = stored is None and isinstance(given, GivenEvents)  # no watermark: all new
+        start = 0 if loose else source.event_count
         if session is None or (
-            source.event_count >= len(events)
-            or (automatic and source.attempts >= self.generator.max_attempts)
+            start >= len(events) or (automatic and source.attempts >= self.generator.max_attempts)
         ):
             report.skipped = 1
             await self._release(key["app_name"], key["user_id"], holder)
             return report
-        shown = self._shown(events[source.event_count :])
+        shown = self._shown(events[start:])
         report.sessions, report.events = 1, len(shown)
         facts = await self._extract(shown, report) if shown else []
         plan = Plan(facts=facts, events={e.alias: eid for e, eid in shown.items()})
         if facts and (self.generator.consolidate if consolidate is None else consolidate):
             await self._consolidate(key["app_name"], key["user_id"], plan, report)
         plan_changes(plan, model=self.generator.model.name)
-        target = Target(key["app_name"], key["user_id"], key["session_id"], len(events))
+        target = Target(key["app_name"], key["user_id"], key["session_id"], len(events), not loose)
         await write_plan(self, target, holder, plan, report)
         return report
 

@@ -131,12 +131,14 @@ class _Changes:
 @dataclass(frozen=True)
 class Target:
     """Whose facts a run writes, from which session (``None``: facts given to
-    ``add_memory``), and the session's new watermark (its events processed)."""
+    ``add_memory``), and the session's new watermark (its events processed; not kept
+    without ``watermark``)."""
 
     app_name: str
     user_id: str
     session_id: str | None = None
     event_count: int = 0
+    watermark: bool = True
 
 
 def _changes(run: Generation, key: Target, plan: Plan, now: float) -> _Changes:
@@ -217,7 +219,7 @@ async def write_plan(
             await _write(conn, user, changes, now)
             if run.hybrid is not None:
                 await run.hybrid.write(conn, prepared, key.app_name, key.user_id)
-            if key.session_id is not None:
+            if key.session_id is not None and key.watermark:
                 source = sql.Source(key.event_count, 0, None)
                 await sql.write_source(
                     conn, **user, session_id=key.session_id, source=source, now=now

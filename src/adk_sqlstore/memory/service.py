@@ -18,6 +18,7 @@ from ..embeddings.base import Embedder
 from ..embeddings.registry import resolve_embedder
 from ..errors import InvalidArgumentError, SessionNotFoundError
 from ..generation.generator import MemoryGenerator, resolve_generator
+from ..generation.running import GivenEvents
 from ..generation.service import MemoryFacts, consolidation_asked
 from ..generation.writing import kept
 from ..models import (
@@ -247,6 +248,9 @@ class SqlMemoryService(MemoryJobs, MemoryFacts, MemoryForgetting, MemoryTransfer
             session_id: the session the events belong to (``None`` if none).
             custom_metadata: stored with each memory and returned by searches.
 
+        With a generator, facts are then generated: from the session's new events if
+        the store holds the session, else from these events (a failure is logged).
+
         Returns:
             How many events carried text and were stored.
 
@@ -280,6 +284,10 @@ class SqlMemoryService(MemoryJobs, MemoryFacts, MemoryForgetting, MemoryTransfer
             rows=rows,
             gone=sorted(textless),
         )
+        if self._generator is not None and session_id is not None:
+            await self._generate_automatically(
+                app_name, user_id, session_id, GivenEvents(list(checked))
+            )
         return len(rows)
 
     @telemetry.traced("add_memory", rows=telemetry.counted)
