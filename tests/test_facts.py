@@ -172,6 +172,15 @@ async def test_a_contradiction_leaves_one_current_fact_and_the_old_in_history(
     assert history[1][1].model == "scripted-model"
     found = await memory.search_memory(app_name=APP, user_id=USER, query="vegetarian", kind="facts")
     assert found.memories == []
+    past = await memory.search_memory(
+        app_name=APP, user_id=USER, query="vegetarian", kind="facts", history=True
+    )
+    assert [(m.id, m.custom_metadata["current"]) for m in past.memories] == [(old.id, False)]
+    assert past.memories[0].custom_metadata["invalid_time"] == old.invalid_at
+    both = await memory.search_memory(
+        app_name=APP, user_id=USER, query="fish vegetarian", history=True
+    )
+    assert [m.custom_metadata.get("current", True) for m in both.memories][-1] is False
 
 
 async def test_an_update_keeps_the_id_and_counts_two_revisions(
@@ -395,6 +404,8 @@ async def test_both_api_layers_generate_contradict_and_consolidate(layer: Layer)
     assert [r.action for r in history[1]] == ["create", "invalidate"]
     facts = await memory.search_memory(app_name=APP, user_id=USER, query="fish", kind="facts")
     assert [m.id for m in facts.memories] == [current[0].id]
+    past = await memory.search_memory(app_name=APP, user_id=USER, query="vegetarian", history=True)
+    assert past.memories[-1].id == old.id and past.memories[-1].custom_metadata["current"] is False
     turns = await memory.search_memory(app_name=APP, user_id=USER, query="fish", kind="turns")
     assert [m.id for m in turns.memories] != [current[0].id] and len(turns.memories) == 1
     entry = layer.entry_model(

@@ -162,12 +162,13 @@ class SqlMemoryService(BaseMemoryService, OnStore):
         query: str,
         limit: int = 10,
         kind: Literal["facts", "turns"] | None = None,
+        history: bool = False,
     ) -> AdkSearchResponse:
         """See :meth:`adk_sqlstore.SqlMemoryService.search_memory`; returns ADK's
         ``SearchMemoryResponse`` of ADK ``MemoryEntry`` (``content`` a GenAI
         ``types.Content``)."""
         found = await self._core.search_memory(
-            app_name=app_name, user_id=user_id, query=query, limit=limit, kind=kind
+            app_name=app_name, user_id=user_id, query=query, limit=limit, kind=kind, history=history
         )
         return AdkSearchResponse(memories=[to_adk_entry(m) for m in found.memories])
 

@@ -12,8 +12,8 @@ from typing import Any
 from .. import telemetry
 from ..errors import ConfigurationError, GenerationError, InvalidArgumentError
 from ..memory.hybrid import HybridMemory
-from ..memory.rows import MemoryRows
-from ..models import Content, SearchMemoryResponse, SessionLike
+from ..memory.rows import MemoryRows, iso_time
+from ..models import Content, MemoryEntry, Part, SearchMemoryResponse, SessionLike
 from ..search.text import text_of
 from ..sessions.codec import SessionCodec
 from ..sql import facts as sql
@@ -21,8 +21,10 @@ from ..store import Store, write_completes
 from ..validation import check_count, check_identifier
 from .facts import Fact, FactRevision, fact_of, revision_of
 from .generator import GenerationReport, MemoryGenerator
+from .history import PAST_FACTS_SEARCHED, rank_past_facts
 from .replies import MAX_FACT_CHARS, Extracted
 from .running import Generation
+from .writing import fact_metadata
 
 __all__ = ["MemoryFacts", "consolidation_asked"]
 
@@ -182,6 +184,38 @@ class MemoryFacts:
                 conn, app_name=app_name, user_id=user_id, after=None, limit=limit,
                 max_attempts=run.generator.max_attempts, failed=True,
             )  # fmt: skip
+
+    async def _past_facts(
+        self, app_name: str, user_id: str, query: str, limit: int
+    ) -> list[MemoryEntry]:
+        """``search_memory(..., history=True)``'s second part: the user's facts no
+        longer current that match ``query`` (:mod:`.history`), as memories marked
+        ``current: False``."""
+        now = time.time()
+        async with self._store.transaction(write=False) as conn:
+            rows = await sql.list_facts(
+                conn, app_name=app_name, user_id=user_id, now=now, history=True,
+                limit=PAST_FACTS_SEARCHED,
+            )  # fmt: skip
+        past = [r for r in rows if r.invalid_at is not None or (r.expire_at or now + 1) <= now]
+        found = []
+        for score, fact in rank_past_facts(self._rows.analyzer, query, past, limit):
+            metadata = {
+                **fact_metadata(fact),
+                "current": False,
+                "session_id": None,
+                "event_id": None,
+                "score": score,
+            }
+            found.append(
+                MemoryEntry(
+                    id=fact.id,
+                    content=Content(role="user", parts=[Part(text=fact.text)]),
+                    timestamp=iso_time(fact.valid_from or fact.create_time),
+                    custom_metadata=metadata,
+                )
+            )
+        return found
 
     async def _add_facts(
         self, app_name: str, user_id: str, rows: list[dict[str, Any]], now: float

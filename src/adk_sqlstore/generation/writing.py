@@ -115,6 +115,8 @@ def fact_metadata(fact: sql.FactRow) -> dict[str, Any]:
     }
     if fact.expire_at is not None:
         metadata["expire_time"] = iso_time(fact.expire_at)
+    if fact.invalid_at is not None:
+        metadata["invalid_time"] = iso_time(fact.invalid_at)
     return metadata
 
 

@@ -358,6 +358,7 @@ class SqlMemoryService(MemoryJobs, MemoryFacts, MemoryForgetting, MemoryTransfer
         query: str,
         limit: int = 10,
         kind: Literal["facts", "turns"] | None = None,
+        history: bool = False,
     ) -> SearchMemoryResponse:
         """Search one user's memories with a natural-language query.
 
@@ -396,8 +397,8 @@ class SqlMemoryService(MemoryJobs, MemoryFacts, MemoryForgetting, MemoryTransfer
 
         Facts (:meth:`generate`; ``custom_metadata["kind"] == "fact"``) rank with
         turns; ``kind="facts"`` or ``"turns"`` keeps one kind (of the top ``max(5 x
-        limit, 50)``). Facts contradicted (see :meth:`fact_history`) or expired never
-        return.
+        limit, 50)``). Facts contradicted or expired return only with ``history``: up
+        to ``limit`` more, after the others (``current: False``, ranked among themselves).
 
         Raises:
             InvalidArgumentError: ``query`` is not a str, ``limit`` not 1 or more, or
@@ -407,13 +408,14 @@ class SqlMemoryService(MemoryJobs, MemoryFacts, MemoryForgetting, MemoryTransfer
         check_identifier("user_id", user_id)
         check_argument("query", query, str, "a str")
         check_count("limit", limit, least=1)
-        if kind not in (None, "facts", "turns"):
-            raise InvalidArgumentError(f"kind must be 'facts', 'turns' or None, not {kind!r:.40}")
-        return await self._search(app_name, user_id, query, limit, kind)
+        return await self._search(app_name, user_id, query, limit, kind, history)
 
     async def _search(
-        self, app_name: str, user_id: str, query: str, limit: int, kind: str | None
+        self, app_name: str, user_id: str, query: str, limit: int, kind: str | None, history: bool
     ) -> SearchMemoryResponse:
+        if kind not in (None, "facts", "turns"):
+            raise InvalidArgumentError(f"kind must be 'facts', 'turns' or None, not {kind!r:.40}")
+        check_argument("history", history, bool, "True or False")
         vector = None if self._hybrid is None else await self._hybrid.query(query)
         async with self._searching(vector) as conn:
             rows = await search_memories(
@@ -428,8 +430,10 @@ class SqlMemoryService(MemoryJobs, MemoryFacts, MemoryForgetting, MemoryTransfer
         if not rows:
             await self._warn_if_indexed_otherwise(app_name, user_id)
         hybrid = self._hybrid is not None  # the keys are there even when it fell back
-        found = [_entry(r, s, hybrid=hybrid) for r, s in rows]
-        return SearchMemoryResponse(memories=kept(found, kind, time.time())[:limit])
+        found = kept([_entry(r, s, hybrid=hybrid) for r, s in rows], kind, time.time())[:limit]
+        if history and kind != "turns":
+            found += await self._past_facts(app_name, user_id, query, limit)
+        return SearchMemoryResponse(memories=found)
 
     def _searching(
         self, vector: VectorQuery | None
