@@ -4,6 +4,7 @@ through ADK's own registry, and plain callables. No database."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import socket
 import threading
@@ -24,6 +25,9 @@ from adk_sqlstore.generation import (
 )
 from adk_sqlstore.generation.openai_chat import OpenAICompatibleModel
 
+NEEDS_HTTPX = pytest.mark.skipif(
+    importlib.util.find_spec("httpx") is None, reason="the openai extra (httpx) is not installed"
+)
 SECRET = "SECRET-MARKER-7f3a"  # in prompts and answers; never in an error's message
 REQUEST = ModelRequest(system="Extract facts as JSON.", prompt=f"user: my pin is {SECRET}")
 
@@ -133,6 +137,7 @@ def completion(text: str | None, usage: dict[str, int] | None = None) -> dict[st
     return answer
 
 
+@NEEDS_HTTPX
 async def test_openai_request_body_headers_and_reply(
     server: LocalServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -159,6 +164,7 @@ async def test_openai_request_body_headers_and_reply(
     }
 
 
+@NEEDS_HTTPX
 async def test_openai_without_key_sends_no_authorization(server: LocalServer) -> None:
     server.answer(200, completion("{}"))
     model = OpenAICompatibleModel("m-2", base_url=server.url, temperature=0.5, json_mode=False)
@@ -172,6 +178,7 @@ async def test_openai_without_key_sends_no_authorization(server: LocalServer) ->
     assert "response_format" not in sent.body
 
 
+@NEEDS_HTTPX
 async def test_openai_explicit_key_wins_over_environment(
     server: LocalServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -181,6 +188,7 @@ async def test_openai_explicit_key_wins_over_environment(
     assert server.script.requests[0].headers["authorization"] == "Bearer sk-given"
 
 
+@NEEDS_HTTPX
 async def test_resolve_openai_name_honours_the_environment(
     server: LocalServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -198,6 +206,7 @@ async def test_resolve_openai_name_honours_the_environment(
     assert sent.headers["authorization"] == "Bearer sk-env"
 
 
+@NEEDS_HTTPX
 def test_resolve_openai_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     model = resolve_model("openai:")
@@ -216,6 +225,7 @@ def _messages(exc: BaseException) -> str:
     return "\n".join(seen)
 
 
+@NEEDS_HTTPX
 @pytest.mark.parametrize(
     ("status", "body", "expected"),
     [
@@ -249,6 +259,7 @@ async def test_openai_answers_that_fail(
     assert SECRET not in _messages(caught.value)
 
 
+@NEEDS_HTTPX
 async def test_openai_timeout(server: LocalServer) -> None:
     server.answer(200, completion(f"late {SECRET}"), delay=10)
     model = OpenAICompatibleModel("m-slow", base_url=server.url, timeout=0.2)
@@ -260,6 +271,7 @@ async def test_openai_timeout(server: LocalServer) -> None:
     assert SECRET not in _messages(caught.value)
 
 
+@NEEDS_HTTPX
 async def test_openai_connection_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with socket.socket() as probe:  # a port nothing listens on
