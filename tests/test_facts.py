@@ -561,6 +561,31 @@ async def test_a_failure_after_ingestion_is_logged_and_the_turns_stay(
     assert (retried.failed, len(model.requests)) == (1, 4)
 
 
+async def test_the_idle_job_retries_a_session_whose_generation_failed(
+    sessions: SqlSessionService,
+) -> None:
+    """The model fails once; the session is ingested (its turns stored). The idle job
+    does not ingest it again (unchanged), but runs its generation again: the fact is
+    made."""
+    answers = iter([RuntimeError("a timeout upstream"), None])
+
+    def flaky(prompt: dict[str, Any]) -> Any:
+        failure = next(answers)
+        return failure if failure is not None else vegetarian(prompt)
+
+    model = ScriptedModel(flaky)
+    memory = memory_with(sessions, model)
+    session = await conversation(sessions, MONDAY_TURNS[0], ts=MONDAY)
+    first = await memory.add_session_to_memory(session)
+    assert first.generation is not None and first.generation.failed == 1
+    report = await memory.ingest_idle_sessions(0)
+    assert report.sessions == 0  # already ingested at this revision
+    assert report.generation is not None and report.generation.created == 1
+    assert [f.text for f in await memory.list_facts(app_name=APP, user_id=USER)] == [
+        "The user is vegetarian."
+    ]
+
+
 async def test_a_model_that_times_out_raises_generation_error(sessions: SqlSessionService) -> None:
     _, memory, session = await _failing(sessions, {"facts": []}, model={"delay": 5.0}, timeout=0.2)
     with pytest.raises(GenerationError, match=r"within 0\.2 s"):

@@ -7,9 +7,11 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
+from typing import Any, Protocol, cast
 
 from .. import telemetry
 from ..errors import ConfigurationError
+from ..generation.generator import GenerationReport
 from ..sql import memory as sql
 from ..store import Store, write_completes
 from ..validation import check_age, check_count, check_identifier
@@ -22,12 +24,19 @@ from .vectors import DEFAULT_EMBED_BATCH
 __all__ = ["MemoryJobs"]
 
 
+class _Generating(Protocol):
+    """The service's generation (:class:`~adk_sqlstore.generation.service.MemoryFacts`)."""
+
+    async def generate_pending(self, *, app_name: str | None = None) -> GenerationReport: ...
+
+
 class MemoryJobs:
     """The batch jobs of a memory service (see the module docstring)."""
 
     _store: Store
     _rows: MemoryRows
     _hybrid: HybridMemory | None
+    _generator: Any
 
     async def ingest_session(self, *, app_name: str, user_id: str, session_id: str) -> IngestReport:
         """Reload a session whole and ingest it (the service's)."""
@@ -164,7 +173,9 @@ class MemoryJobs:
 
         Sessions are streamed in batches (memory use does not grow with their number),
         each ingested in its own transaction; one that cannot be (e.g. it holds data
-        that no longer reads back) is counted in ``failed``, logged and skipped.
+        that no longer reads back) is counted in ``failed``, logged and skipped. With
+        a generator, facts are generated after each ingestion, and then for the
+        sessions whose generation failed before (``generate_pending``: the retry).
 
         Args:
             idle_for: how long a session must have been idle (``timedelta`` or seconds).
@@ -182,4 +193,11 @@ class MemoryJobs:
             return await self.ingest_session(app_name=app, user_id=user, session_id=session_id)
 
         keys = self.idle_sessions(idle_for=idle_for, app_name=app_name)
-        return await ingest_each(keys, ingest, on_session)
+        total = await ingest_each(keys, ingest, on_session)
+        if self._generator is not None:
+            retried = await cast(_Generating, self).generate_pending(app_name=app_name)
+            if total.generation is None:
+                total.generation = retried
+            else:
+                total.generation.add(retried)
+        return total
