@@ -15,13 +15,19 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import random
+import time
 from collections import Counter
 from typing import Any
 
 import pytest
 from sqlalchemy import text
 
-from adk_sqlstore import ConcurrencyConflictError, DatabaseUnavailableError, Event
+from adk_sqlstore import (
+    ConcurrencyConflictError,
+    DatabaseUnavailableError,
+    Event,
+    SqlSessionService,
+)
 from adk_sqlstore.store import CONFLICT_ATTEMPTS, retry_conflicts
 
 from .conftest import THOROUGH, Figures, _asyncpg_dsn, _mysql_connect
@@ -252,3 +258,76 @@ async def test_a_call_that_keeps_losing_raises_concurrency_conflict_error() -> N
     assert await retry_conflicts(lucky) == "won"
     assert tries == 3
     assert not issubclass(ConcurrencyConflictError, DatabaseUnavailableError)
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("mysql", marks=pytest.mark.mysql),
+    ],
+)
+async def test_a_delete_racing_a_users_first_save_waits_for_it(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """The interleaving of CI's round 491: a user with no row yet; ``delete`` of an
+    artifact takes the user lock, then (held here) another process saves that artifact,
+    the user's first row; the delete goes on while the save commits. Before the fix the
+    delete had found no row to lock, read the versions before the save committed and
+    deleted the version after: the bytes stayed with no version. Now the delete makes
+    the user's row, so the save waits for it (or it for the save): whole either way."""
+    import threading
+
+    from sqlalchemy import event as sa_event
+
+    from adk_sqlstore.artifacts import ArtifactStorage, artifact_key
+
+    url = str(request.getfixturevalue(f"{backend}_url"))
+    key = artifact_key("first-save", "u", "user:notes.txt", None)
+    deleter_locked, save_committing = threading.Event(), threading.Event()
+
+    def save_in_another_thread() -> None:
+        async def save() -> None:
+            async with SqlSessionService.from_url(url) as other:
+
+                def committing(conn: Any) -> None:
+                    save_committing.set()
+                    time.sleep(0.3)  # the delete goes on meanwhile
+
+                sa_event.listen(other.store.engine.sync_engine, "commit", committing)
+                deleter_locked.wait(10)
+                await ArtifactStorage(other.store).save(
+                    key, part={}, data=b"x" * 3000, mime_type=None, custom_metadata=None
+                )
+
+        asyncio.run(save())
+
+    async with SqlSessionService.from_url(url) as sessions:
+
+        def before(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+            if "sqlstore_artifacts" in statement and not deleter_locked.is_set():
+                deleter_locked.set()  # its lock is taken (or found nothing to lock)
+                save_committing.wait(2)  # the save runs up to its commit, unless blocked
+
+        sa_event.listen(sessions.store.engine.sync_engine, "before_cursor_execute", before)
+        saver = threading.Thread(target=save_in_another_thread)
+        saver.start()
+        try:
+            await ArtifactStorage(sessions.store).delete(key)
+        finally:
+            await asyncio.get_running_loop().run_in_executor(None, saver.join, 30)
+        async with sessions.store.engine.connect() as conn:
+            contents = (
+                await conn.execute(
+                    text(
+                        "SELECT count(*) FROM sqlstore_artifact_contents"
+                        " WHERE app_name = 'first-save'"
+                    )
+                )
+            ).scalar_one()
+            versions = (
+                await conn.execute(
+                    text("SELECT count(*) FROM sqlstore_artifacts WHERE app_name = 'first-save'")
+                )
+            ).scalar_one()
+    assert (contents, versions) in ((0, 0), (1, 1))

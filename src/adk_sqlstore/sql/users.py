@@ -157,11 +157,12 @@ async def lock_user(
     of a transaction that writes the user's rows (see the module docstring). With
     ``create``, the user's row is made if absent (``now``: its ``create_time``,
     seconds since the epoch); without, a user who has no row has nothing to lock and
-    nothing is done, but on PostgreSQL in ``"exclusive"`` and ``"forget"`` mode, where
-    the row is made all the same: a locking read neither sees nor waits for a row
-    another transaction is making, and a deleting writer that went on unlocked beside
-    it saw that writer's rows one table at a time (an artifact's bytes left without
-    their version, found by ``tests/test_forget_races.py``).
+    nothing is done, but in ``"exclusive"`` and ``"forget"`` mode, where the row is
+    made all the same: a locking read that finds no row leaves nothing locked while
+    another transaction makes the user's first row (PostgreSQL does not even wait for
+    it), and a deleting writer that went on unlocked beside it saw that writer's rows one
+    statement at a time (an artifact's bytes left without their version, on PostgreSQL
+    and then MariaDB, found by ``tests/test_forget_races.py``).
 
     MySQL and MariaDB: the row is locked (``FOR UPDATE`` in every mode) before it is
     made (an insert that takes an exclusive lock on a row made meanwhile), never
@@ -180,7 +181,8 @@ async def lock_user(
         return
     if dialect == "mysql":
         locked = (await conn.execute(_MYSQL_LOCK, params)).first() is not None
-        if create and not locked:
+        if not locked and (create or mode != "share"):
+            params["now"] = now or time.time()
             await conn.execute(_MYSQL_CREATE, params)
         return
     if not create:
