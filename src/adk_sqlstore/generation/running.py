@@ -202,7 +202,7 @@ class Generation:
         shown = self._shown(events[start:])
         report.sessions, report.events = 1, len(shown)
         facts = await self._extract(shown, report) if shown else []
-        plan = Plan(facts=facts, events={e.alias: eid for e, eid in shown.items()})
+        plan = Plan(facts=facts, events={e.alias: event.id for e, event in shown.items()})
         if facts and (self.generator.consolidate if consolidate is None else consolidate):
             await self._consolidate(key["app_name"], key["user_id"], plan, report)
         plan_changes(plan, model=self.generator.model.name)
@@ -210,17 +210,17 @@ class Generation:
         await write_plan(self, target, holder, plan, report)
         return report
 
-    def _shown(self, events: Sequence[Any]) -> dict[Shown, str]:
+    def _shown(self, events: Sequence[Any]) -> dict[Shown, Any]:
         """The events with text after the ingestion filter, as shown to the model
-        (aliases E1, E2, ... in order), mapped to their ids."""
-        shown: dict[Shown, str] = {}
+        (aliases E1, E2, ... in order), mapped to the events."""
+        shown: dict[Shown, Any] = {}
         for event in events:
             if getattr(event, "partial", False):
                 continue
             text = self.rows.filter(text_of(event.content)).strip()
             if text:
                 alias = Shown(f"E{len(shown) + 1}", text, iso_time(event.timestamp), event.author)
-                shown[alias] = event.id
+                shown[alias] = event
         return shown
 
     async def _call(self, request: ModelRequest, report: GenerationReport) -> ModelReply:
@@ -247,12 +247,12 @@ class Generation:
         report.completion_tokens += reply.completion_tokens or 0
         return reply
 
-    async def _extract(self, shown: dict[Shown, str], report: GenerationReport) -> list[Extracted]:
+    async def _extract(self, shown: dict[Shown, Any], report: GenerationReport) -> list[Extracted]:
         generator = self.generator
         system, prompt = extraction_prompt(list(shown), generator.topics, limit=generator.max_facts)
         reply = await self._call(ModelRequest(system, prompt, "extraction"), report)
         dropped = Dropped()
-        times = {e.alias: _epoch(e.time) for e in shown}
+        times = {e.alias: float(event.timestamp) for e, event in shown.items()}
         facts = parse_facts(
             reply.text,
             model=generator.model.name,
@@ -299,12 +299,6 @@ class Generation:
             dropped=dropped,
         )
         _log_dropped(dropped, report, "consolidation")
-
-
-def _epoch(iso: str) -> float:
-    from datetime import datetime
-
-    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
 def _log_dropped(dropped: Dropped, report: GenerationReport, purpose: str) -> None:
