@@ -29,7 +29,6 @@ __all__ = [
     "all_sources",
     "current_facts",
     "delete_facts",
-    "expired_facts",
     "fact_history",
     "holds_lease",
     "insert_revisions",
@@ -272,16 +271,6 @@ async def insert_revisions(
     ]
     if rows:
         await conn.execute(insert(fact_revisions), rows)
-
-
-async def expired_facts(
-    conn: AsyncConnection, *, app_name: str, user_id: str, now: float
-) -> list[str]:
-    """Ids of the user's facts whose time to live has ended."""
-    stmt = select(facts.c.id).where(
-        *_user(facts, app_name, user_id), facts.c.expire_at.is_not(None), facts.c.expire_at <= now
-    )
-    return [str(r[0]) for r in (await conn.execute(stmt.order_by(facts.c.id))).all()]
 
 
 async def delete_facts(

@@ -31,6 +31,8 @@ from ..schema import (
 )
 from .artifacts import collect_contents
 from .constructs import chunks
+from .facts import delete_facts
+from .memory import delete_memories
 from .users import delete_user, lock_users
 
 __all__ = ["expired_facts_batch", "forget_user", "prune_batch", "prune_counts"]
@@ -207,18 +209,11 @@ async def expired_facts_batch(
     by_user: dict[tuple[str, str], list[str]] = {}
     for app, user, fact_id in rows:
         by_user.setdefault((app, user), []).append(fact_id)
-    for (app, user), ids in sorted(by_user.items()):
-        mine = [facts.c.app_name == app, facts.c.user_id == user]
+    for (app, user_id), ids in sorted(by_user.items()):
+        mine = [facts.c.app_name == app, facts.c.user_id == user_id]
         still = select(facts.c.id).where(*mine, facts.c.id.in_(ids), *expired)
         gone = [str(r[0]) for r in (await conn.execute(still)).all()]
-        if not gone:
-            continue
-        where = [memories.c.app_name == app, memories.c.user_id == user]
-        await conn.execute(delete(memories).where(*where, memories.c.id.in_(gone)))
-        revisions = [fact_revisions.c.app_name == app, fact_revisions.c.user_id == user]
-        await conn.execute(
-            delete(fact_revisions).where(*revisions, fact_revisions.c.fact_id.in_(gone))
-        )
-        result = await conn.execute(delete(facts).where(*mine, facts.c.id.in_(gone)))
-        deleted += int(result.rowcount)
+        if gone:
+            await delete_memories(conn, app_name=app, user_id=user_id, memory_ids=gone)
+            deleted += len(await delete_facts(conn, app_name=app, user_id=user_id, ids=gone))
     return len(rows), deleted
