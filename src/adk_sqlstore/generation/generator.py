@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from ..errors import InvalidArgumentError
-from ..validation import check_count
+from ..validation import check_age, check_count
 from .chat import ChatModel
 from .models import resolve_model
 from .topics import Topic, resolve_topics
@@ -82,10 +82,12 @@ class MemoryGenerator:
 
 
 def _seconds(name: str, value: timedelta | float) -> float:
-    seconds = value.total_seconds() if isinstance(value, timedelta) else value
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
-        raise InvalidArgumentError(f"{name} must be a positive number of seconds, not {value!r}")
-    return float(seconds)
+    """A duration (a ``timedelta`` or seconds) that must be more than 0
+    (:func:`~adk_sqlstore.validation.check_age`, finite)."""
+    seconds = check_age(name, value)
+    if seconds == 0:
+        raise InvalidArgumentError(f"{name} must be more than 0 seconds, not {value!r}")
+    return seconds
 
 
 def resolve_generator(generator: Any) -> MemoryGenerator | None:
