@@ -25,6 +25,13 @@ def create_all(prompt: dict[str, Any]) -> dict[str, Any]:
     return {"decisions": [{"fact": f["id"], "action": "create"} for f in prompt["new_facts"]]}
 
 
+def last_event_as_a_fact(prompt: dict[str, Any]) -> dict[str, Any]:
+    """Extraction: one fact, the text of the last event shown."""
+    last = prompt["conversation"][-1]
+    fact = {"text": last["text"], "topics": ["USER_PREFERENCES"], "event_ids": [last["id"]]}
+    return {"facts": [fact]}
+
+
 def alias(items: list[dict[str, Any]], words: str) -> str:
     """The alias (``E3``, ``F1``) of the shown item whose text holds ``words``."""
     found = [i["id"] for i in items if words.lower() in i["text"].lower()]

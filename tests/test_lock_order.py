@@ -40,7 +40,7 @@ from adk_sqlstore.artifacts import ArtifactStorage, artifact_key
 from adk_sqlstore.sql.users import EXCLUSIVE_TABLES, LOCK_ORDER
 
 from .embedders import Concepts
-from .scripted_models import ScriptedModel
+from .scripted_models import ScriptedModel, last_event_as_a_fact
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -374,14 +374,6 @@ def test_the_check_finds_orders_it_forbids(sql: list[str], expected: str) -> Non
     assert any(expected in p for p in found), found
 
 
-def _one_fact(prompt: dict[str, Any]) -> dict[str, Any]:
-    """Extraction: one fact from the last event shown."""
-    last = prompt["conversation"][-1]
-    return {
-        "facts": [{"text": last["text"], "topics": ["USER_PREFERENCES"], "event_ids": [last["id"]]}]
-    }
-
-
 def _invalidate_all(prompt: dict[str, Any]) -> dict[str, Any]:
     """Consolidation: every stored fact shown is contradicted (updates and deletes)."""
     stored = [f["id"] for f in prompt["stored_facts"]]
@@ -392,7 +384,7 @@ async def _every_writer(url: str, recorder: Recorder, embedder: Any) -> None:
     """Run every writer of WRITERS on ``url``, each call under its name."""
     key: dict[str, Any] = {"app_name": "locks", "user_id": "u1"}
     async with SqlSessionService.from_url(url) as sessions:
-        model = ScriptedModel(_one_fact, _invalidate_all)
+        model = ScriptedModel(last_event_as_a_fact, _invalidate_all)
         memory = SqlMemoryService(
             sessions.store, embedder=embedder, generator=MemoryGenerator(model)
         )

@@ -25,7 +25,7 @@ from adk_sqlstore import (
 )
 
 from .conftest import PostgresFactory
-from .scripted_models import ScriptedModel
+from .scripted_models import ScriptedModel, last_event_as_a_fact
 
 USER_TABLES = (
     "sqlstore_sessions",
@@ -73,13 +73,6 @@ def _text(text: str) -> dict[str, Any]:
     return {"role": "user", "parts": [{"text": text}]}
 
 
-def _one_fact(prompt: dict[str, Any]) -> dict[str, Any]:
-    """Extraction: one fact from the last event shown."""
-    last = prompt["conversation"][-1]
-    fact = {"text": last["text"], "topics": ["USER_PREFERENCES"], "event_ids": [last["id"]]}
-    return {"facts": [fact]}
-
-
 def _routes_to_one_user(statement: str) -> bool:
     """Whether a statement on user tables names the user (a WHERE on user_id, or an
     INSERT whose row carries it); statements on no user table pass, and so do
@@ -108,7 +101,7 @@ async def test_every_statement_of_a_users_call_filters_on_user_id(
     url = str(request.getfixturevalue("pgvector_url" if hybrid else "postgres_url"))
     recorder = Recorder()
     async with SqlSessionService.from_url(url) as sessions:
-        model = ScriptedModel(_one_fact)
+        model = ScriptedModel(last_event_as_a_fact)
         memory = SqlMemoryService(
             sessions.engine,
             embedder=Concepts() if hybrid else None,
