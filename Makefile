@@ -1,16 +1,18 @@
 # Two commands do all set-up on a fresh clone (Python 3.11+ needed):
 #   make demo      creates .venv, installs adk-sqlstore, runs the demo on the embedded SQLite file
 #   make test      creates .venv, installs the test tools, runs the test suite in parallel
-#                  (about 3.5 min on 2 cores), without the long soak tests, with a third of
+#                  (about 3.5 min on 2 cores), without the long soak tests and the Citus
+#                  cluster's (CI runs both), with a third of
 #                  the property tests' examples (all of them with CI=true)
-#   make test-all  (CI) every test, soak included, then the PostgreSQL tests again on a
-#                  throwaway password-protected server and through PgBouncer (about 8 min)
+#   make test-all  (CI) every test, soak and Citus included, then the PostgreSQL tests again
+#                  on a throwaway password-protected server and through PgBouncer (about 9 min)
+#   make test-citus (CI) the contract suite on a throwaway Citus cluster (about 4 min)
 PYTHON ?= python3
 NEWEST_PYTHON ?= python3.13
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-all test-lowest test-newest-python test-embeddings lint bench bench-smoke check clean
+.PHONY: demo test test-all test-citus test-lowest test-newest-python test-embeddings lint bench bench-smoke check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +30,7 @@ demo: $(VENV)/.installed
 	$(BIN)/adk-sqlstore demo
 
 test: $(VENV)/.installed-dev
-	$(BIN)/pytest -n auto -m "not soak"
+	$(BIN)/pytest -n auto -m "not soak and not citus"
 
 # Then the PostgreSQL tests twice more: against a throwaway server whose password has
 # characters URLs must escape (the suite runs against any server), and behind PgBouncer
@@ -39,12 +41,25 @@ test-all: $(VENV)/.installed-dev
 		$(BIN)/pytest -n auto -m "postgres and not soak" -p no:cacheprovider
 	ADK_SQLSTORE_TEST_PGBOUNCER=1 $(BIN)/pytest -n auto -m "postgres and not soak" -p no:cacheprovider
 
+# The contract suite (sessions, memory, artifacts, facts; both API layers) on a
+# throwaway Citus cluster (a coordinator and two workers of its own, on free ports):
+# every throwaway database is made on each node and distributed by the migration
+# (CI; needs the citus extension: ../shared/citus/install.sh). The cluster's own
+# tests (routing, forget_user on the workers, fan-out, rebalancing) are
+# tests/test_citus.py, which test-all runs.
+CITUS_SUITE = tests/test_sessions.py tests/test_memory.py tests/test_artifacts.py \
+	tests/test_adk_compat_sessions.py tests/test_adk_compat_memory.py tests/test_adk.py \
+	tests/test_listing.py tests/test_retention.py tests/test_isolation.py tests/test_facts.py
+test-citus: $(VENV)/.installed-dev
+	$(BIN)/python -m tests.citus_cluster -- $(BIN)/pytest -n auto -p no:cacheprovider \
+		-m "postgres and not soak and not single_server" $(CITUS_SUITE)
+
 # The supported range, tested at both ends (CI): the lowest versions pyproject.toml allows
 # (without the adk extra, whose google-adk needs newer ones), and the newest Python here.
 test-lowest:
 	$(PYTHON) -m venv .venv-lowest
 	.venv-lowest/bin/pip install --quiet -e ".[test]" -c .ci/lowest-constraints.txt
-	.venv-lowest/bin/pytest -n auto -m "not soak" -p no:cacheprovider
+	.venv-lowest/bin/pytest -n auto -m "not soak and not citus" -p no:cacheprovider
 
 # pgserver (PostgreSQL with pgvector, for the hybrid-search tests) has no wheels for
 # Python 3.13: its server programs are taken from the main venv's.
@@ -52,7 +67,7 @@ test-newest-python: $(VENV)/.installed-dev
 	$(NEWEST_PYTHON) -m venv .venv-newest
 	.venv-newest/bin/pip install --quiet -e ".[dev]"
 	ADK_SQLSTORE_TEST_PGVECTOR_BIN="$$(ls -d $(CURDIR)/$(VENV)/lib/python3*/site-packages/pgserver/pginstall/bin)" \
-		.venv-newest/bin/pytest -n auto -m "not soak" -p no:cacheprovider
+		.venv-newest/bin/pytest -n auto -m "not soak and not citus" -p no:cacheprovider
 
 # The embedders with their real libraries, the local model included, hybrid search end to
 # end on LoCoMo (SQLite, and pgserver's PostgreSQL with pgvector) and the demo's hybrid

@@ -246,7 +246,22 @@ def main(argv: list[str] | None = None) -> int:
         help="no hybrid-search figures (vectors; on PostgreSQL they need pgvector, else"
         " pgserver's server is started)",
     )
+    citus = sub.add_parser(
+        "citus",
+        help="the per-user calls on a throwaway Citus cluster beside the same coordinator"
+        " undistributed (needs the citus extension installed)",
+    )
+    citus.add_argument("--size", choices=sorted(SIZES), default="small")
     args = parser.parse_args(argv)
+    if args.command == "citus":
+        from .citus_bench import run as run_citus
+
+        started = time.perf_counter()
+        console = Console(width=max(Console().width, 150))
+        rich, _ = run_citus(args.size, console)
+        console.print(rich)
+        console.print(f"({time.perf_counter() - started:.0f} s)", style="dim")
+        return 0
     backends = args.backend or ["sqlite", "postgres"]
     if args.url and len(backends) > 1:
         parser.error("--url needs exactly one --backend")

@@ -52,6 +52,12 @@ PG_ADMIN_URL = os.environ.get(
 )
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 MYSQL_ADMIN_URL = os.environ.get("ADK_SQLSTORE_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
+CITUS_WORKERS = [
+    url for url in os.environ.get("ADK_SQLSTORE_TEST_CITUS_WORKERS", "").split(",") if url
+]
+"""The workers' admin URLs when the PostgreSQL test server is a Citus coordinator
+(``python -m tests.citus_cluster -- pytest ...``): every throwaway database is then
+made on every node and distributed by ``adk-sqlstore migrate``'s code."""
 VIA_PGBOUNCER = os.environ.get("ADK_SQLSTORE_TEST_PGBOUNCER", "").lower() in ("1", "true", "yes")
 THOROUGH = IN_CI or os.environ.get("ADK_SQLSTORE_TEST_THOROUGH", "").lower() in ("1", "true", "yes")
 
@@ -188,11 +194,21 @@ class _Factory:
 
 
 class PostgresFactory(_Factory):
-    """Throwaway databases on the PostgreSQL test server."""
+    """Throwaway databases on the PostgreSQL test server (on a Citus cluster: on each
+    node, workers added, so that the migration distributes the tables)."""
 
     drop_options = " WITH (FORCE)"
 
     def admin(self, statement: str) -> None:
+        if CITUS_WORKERS and statement.startswith(("CREATE DATABASE", "DROP DATABASE")):
+            from .citus_cluster import create_citus_database, drop_citus_database
+
+            name = statement.split('"')[1]
+            if statement.startswith("CREATE"):
+                run_sync(create_citus_database(self.admin_url, CITUS_WORKERS, name))
+            else:
+                run_sync(drop_citus_database(self.admin_url, CITUS_WORKERS, name))
+            return
         run_sync(_admin(statement, self.admin_url))
 
 

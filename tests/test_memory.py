@@ -687,6 +687,7 @@ async def test_forget_user_beside_an_open_reader_returns_at_once_and_empties_the
 
 
 @pytest.mark.postgres
+@pytest.mark.single_server
 async def test_forget_user_leaves_nothing_of_the_user_in_pg_stats(postgres_url: str) -> None:
     """Issue 11: pg_stats listed the forgotten user's id and words (most common values
     and elements) until the next ANALYZE; forget_user refreshes the statistics."""
@@ -715,6 +716,7 @@ async def test_forget_user_leaves_nothing_of_the_user_in_pg_stats(postgres_url: 
 
 
 @pytest.mark.postgres
+@pytest.mark.single_server
 async def test_forget_user_clears_the_statistics_of_tables_it_leaves_empty(
     postgres_url: str,
 ) -> None:

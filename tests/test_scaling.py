@@ -9,7 +9,6 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +22,7 @@ from adk_sqlstore import (
     SqlMemoryService,
     SqlSessionService,
 )
+from adk_sqlstore.sql.citus import ROW_TRIGGERS
 
 from .conftest import PostgresFactory
 from .scripted_models import ScriptedModel, last_event_as_a_fact
@@ -187,12 +187,9 @@ async def test_every_statement_of_a_users_call_filters_on_user_id(
 
 
 def _citus_trigger_sql() -> str:
-    """The block of docs/scaling.md that replaces the statistics triggers for Citus."""
-    doc = (Path(__file__).parent.parent / "docs" / "scaling.md").read_text()
-    blocks = re.findall(r"```sql\n(.*?)```", doc, re.S)
-    replacing = [b for b in blocks if "sqlstore_memories_counted_row" in b]
-    assert len(replacing) == 1, "docs/scaling.md has one block replacing the triggers"
-    return str(replacing[0])
+    """The statements that replace the statistics triggers on Citus
+    (adk_sqlstore.sql.citus, which ``adk-sqlstore migrate`` runs there), as one script."""
+    return ROW_TRIGGERS.replace(";;", ";")
 
 
 async def _stats_and_truth(engine: Any) -> tuple[list[Any], list[Any]]:

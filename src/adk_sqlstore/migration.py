@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from .engine import WRITE_OPTION, engine_for_loop, given_url
 from .errors import MigrationError, SchemaNotMigratedError
 from .failures import driver_error
+from .sql.citus import distribute, layout
 from .sql.schema_version import (
     MIGRATION_LOCK,
     lock_migrations,
@@ -36,6 +37,7 @@ __all__ = [
     "REVISIONS",
     "check_schema",
     "check_schema_at_startup",
+    "citus_layout",
     "current_revision",
     "downgrade",
     "migrations_path",
@@ -116,6 +118,8 @@ def _run_alembic(sync: Connection, operation: str, revision: str) -> str | None:
             getattr(command, operation)(_alembic_config(sync), revision)
     except CommandError as exc:
         raise MigrationError(f"cannot {operation} to {revision!r}: {exc}") from exc
+    if operation == "upgrade":
+        distribute(sync)  # on Citus only: every table, a later migration's included
     return current
 
 
@@ -161,6 +165,15 @@ async def _migrate(engine: AsyncEngine, operation: str, revision: str) -> str | 
             with contextlib.suppress(Exception):  # the failure itself is what to raise
                 await conn.run_sync(unlock_migrations)
     return before
+
+
+async def citus_layout(engine: AsyncEngine) -> tuple[dict[str, str], int] | None:
+    """How the store's tables lie on a Citus cluster: each table Citus knows, by name
+    (``"distributed"`` by ``user_id``, or ``"reference"``: a copy on every node), and
+    the number of active worker nodes; ``None`` where the database has no Citus (see
+    :mod:`adk_sqlstore.sql.citus`, which :func:`upgrade` runs)."""
+    async with engine.connect() as conn:
+        return await conn.run_sync(layout)
 
 
 async def downgrade(engine: AsyncEngine, revision: str) -> None:

@@ -37,6 +37,7 @@ from .engine import (
     create_engine,
     dispose_engine,
     engine_for_loop,
+    forget_views,
     given_url,
     release_held,
 )
@@ -51,6 +52,7 @@ from .errors import (
 from .failures import database_errors
 from .migration import HEAD_REVISION, check_schema, current_revision, upgrade
 from .search.analysis import analyzer
+from .sql.citus import detect_citus, on_citus
 from .sql.maintenance import Purge, purge_deleted_text, truncate_wal
 from .urls import resolve_url
 from .validation import check_argument
@@ -365,12 +367,24 @@ class Store(ClosedOnExit):
                     if self._auto_migrate and await current_revision(self.engine) != HEAD_REVISION:
                         await upgrade(self.engine)
                     await check_schema(self.engine)
+                    await self._detect_citus()
             except SchemaNotMigratedError as exc:
                 if not self._schema_reported:  # one line, not one per request of a server
                     self._schema_reported = True
                     logger.error("adk-sqlstore: %s", exc)
                 raise
             self._ready = True
+
+    async def _detect_citus(self) -> None:
+        """On PostgreSQL, whether the tables are distributed by Citus (then every hot
+        path is a transaction of plain, single-shard statements: see
+        :func:`adk_sqlstore.sql.citus.on_citus`)."""
+        if self.engine.dialect.name != "postgresql":
+            return
+        async with self.engine.connect() as conn:
+            before = on_citus(conn)
+            if await detect_citus(conn) != before:
+                forget_views(self.engine)
 
     # -- transactions -------------------------------------------------------------------
 

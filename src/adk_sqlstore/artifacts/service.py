@@ -370,7 +370,7 @@ class ArtifactStorage:
     async def _save_bytes(
         self, key: ArtifactKey, version: _Version, sha: str, view: memoryview
     ) -> int:
-        if self.store.engine.dialect.name in ("sqlite", "postgresql") and len(view) <= CHUNK_BYTES:
+        if artifact_paths.saves_whole(self.store.engine, len(view)):
             row = ArtifactRow(
                 0, version.mime_type, version.metadata, time.time(), version.part, sha, len(view)
             )

@@ -28,8 +28,12 @@ __all__ = ["demo", "forget_user", "migrate", "prune", "services_yaml"]
 def migrate(url: UrlOption = None) -> None:
     """Upgrade the database schema to the newest revision (idempotent).
 
-    With ?language= in the URL, memories are then re-indexed for that search language
-    (as adk-sqlstore memory reindex does)."""
+    On PostgreSQL with the citus extension installed (a Citus coordinator, its workers
+    added with citus_add_node), every table is then distributed by user_id, colocated,
+    and the app state made a reference table; tables already distributed are left as
+    they are, so run it again after adding a migration's tables. With ?language= in the
+    URL, memories are then re-indexed for that search language (as adk-sqlstore memory
+    reindex does)."""
 
     async def run() -> None:
         target = resolve_url(url)
@@ -40,12 +44,21 @@ def migrate(url: UrlOption = None) -> None:
             with database_errors(engine):
                 before = await migration.upgrade(engine)  # as found under the migration lock
                 after = await migration.current_revision(engine)
+                citus = await migration.citus_layout(engine)
         finally:
             await engine.dispose()
         if before == after:
             consoles.out.print(f"{target.display}: already at revision {after}")
         else:
             consoles.out.print(f"{target.display}: migrated from {before or 'empty'} to {after}")
+        if citus is not None:
+            tables, workers = citus
+            spread = sorted(name for name, kind in tables.items() if kind == "distributed")
+            copied = sorted(name for name, kind in tables.items() if kind == "reference")
+            consoles.out.print(
+                f"Citus: {len(spread)} tables distributed by user_id (colocated) over"
+                f" {workers} worker node(s); reference table(s): {', '.join(copied) or 'none'}"
+            )
         if target.language is not None:  # ?language=: memories indexed for it
             async with SqlMemoryService.from_url(url) as memory:
                 done = await memory.reindex()

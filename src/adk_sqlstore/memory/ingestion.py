@@ -130,9 +130,7 @@ class _Ingestion:
     async def write(self, prepared: Prepared | None) -> IngestReport:
         """The round trip where it can be, else the transaction."""
         key, token = self.key, self.token
-        if self.hybrid is None and one_round_trip(
-            self.store.engine.dialect.name, len(self.memory_rows)
-        ):
+        if self.hybrid is None and one_round_trip(self.store.engine, len(self.memory_rows)):
             write = SessionMemories(
                 **key,
                 incarnation=token.incarnation,

@@ -36,7 +36,7 @@ async def write_rows(
             (:func:`~adk_sqlstore.store.retry_conflicts`); nothing was written.
     """
     now = time.time()
-    if hybrid is None and one_round_trip(store.engine.dialect.name, len(rows)):
+    if hybrid is None and one_round_trip(store.engine, len(rows)):
 
         async def at_once() -> None:
             async with store.autocommit() as conn:

@@ -24,10 +24,11 @@ from .artifacts import (
     address_clause,
     address_params,
 )
+from .citus import on_citus
 from .sqlite_thread import execute, fetch_one, rollback_quietly, run_batch
 from .users import SQLITE_CREATE_USER, pg_user_lock
 
-__all__ = ["read_version_bytes", "save_whole"]
+__all__ = ["read_version_bytes", "save_whole", "saves_whole"]
 
 
 async def read_version_bytes(
@@ -98,6 +99,18 @@ def _sqlite_read(db: Any, key: ArtifactKey, version: int | None) -> list[tuple[A
     else:
         statement, params = _SQLITE_READ.format(version="?"), (*address, version)
     return [tuple(row) for row in execute(db, statement, params).fetchall()]
+
+
+def saves_whole(bound: Any, size: int) -> bool:
+    """Whether a version of ``size`` bytes is saved by :func:`save_whole` on ``bound``'s
+    database (an engine or connection): SQLite and PostgreSQL, at most one chunk; not
+    on Citus (:func:`.citus.on_citus`), where the transaction's plain statements are
+    each routed to the user's shard."""
+    return (
+        bound.dialect.name in ("sqlite", "postgresql")
+        and not on_citus(bound)
+        and size <= CHUNK_BYTES
+    )
 
 
 async def save_whole(

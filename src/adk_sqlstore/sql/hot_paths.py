@@ -23,6 +23,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import TextClause
 
+from .citus import on_citus
 from .pg_direct import PgStatement, fetch
 from .sessions import write_state
 from .sqlite_thread import execute, fetch_all, fetch_one, rollback_quietly, run_batch
@@ -167,13 +168,16 @@ _MYSQL_BUMP = text(
     )
 )
 _MYSQL_INSERT_EVENT = text(_SQLITE_INSERT_EVENT)
+_CITUS_BUMP = text(_BUMP)
 
 
-async def _mysql_append(conn: AsyncConnection, row: AppendRow) -> int | None:
-    """One append as statements of the caller's write transaction (MySQL, MariaDB):
-    the guard's row lock is held from the bump to the commit."""
+async def _statements_append(conn: AsyncConnection, row: AppendRow) -> int | None:
+    """One append as statements of the caller's write transaction (MySQL, MariaDB, and
+    PostgreSQL on Citus, where each is routed to the user's shard): the guard's row
+    lock is held from the bump to the commit."""
     params = row.params()
-    bumped = await conn.execute(_MYSQL_BUMP, params)
+    mysql = conn.dialect.name == "mysql"
+    bumped = await conn.execute(_MYSQL_BUMP if mysql else _CITUS_BUMP, params)
     if bumped.rowcount != 1:  # matched rows (SQLAlchemy asks the server for found rows)
         return None
     revision = row.expected_revision + 1
@@ -195,7 +199,7 @@ async def append_row(conn: AsyncConnection, row: AppendRow) -> int | None:
     """Append one event under the revision guard, with its state keys, atomically.
 
     ``conn`` must be outside any transaction (PostgreSQL: in AUTOCOMMIT mode), or on
-    MySQL and MariaDB inside a write transaction, which the caller commits.
+    MySQL, MariaDB and Citus inside a write transaction, which the caller commits.
 
     Returns:
         The new revision, or ``None`` when the guard matched no row (stale or absent).
@@ -203,7 +207,7 @@ async def append_row(conn: AsyncConnection, row: AppendRow) -> int | None:
     Raises:
         sqlalchemy.exc.IntegrityError: the event id is taken (nothing was written).
     """
-    if conn.dialect.name == "postgresql":
+    if conn.dialect.name == "postgresql" and not on_citus(conn):
         params = row.params()
         for scope in ("session", "user", "app"):
             items = getattr(row, f"{scope}_state")
@@ -211,8 +215,8 @@ async def append_row(conn: AsyncConnection, row: AppendRow) -> int | None:
             params[f"{scope}_values"] = [v for _, v in items]
         rows = await fetch(conn, _POSTGRES_APPEND, params)
         return int(rows[0][0]) if rows else None
-    if conn.dialect.name == "mysql":
-        return await _mysql_append(conn, row)
+    if conn.dialect.name != "sqlite":  # MySQL, MariaDB, Citus
+        return await _statements_append(conn, row)
     return await run_batch(conn, _sqlite_append, row, in_loop=True)
 
 

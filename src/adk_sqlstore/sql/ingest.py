@@ -27,6 +27,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..errors import ConcurrencyConflictError
+from .citus import on_citus
 from .constructs import CHUNK, PG_ARRAY_ROWS, chunks
 from .memory import MEMORY_COMPARED, MEMORY_UPDATABLE, PG_COLUMN_TYPES
 from .sqlite_thread import execute, fetch_all, fetch_one, rollback_quietly, run_batch
@@ -254,13 +255,15 @@ def _sqlite_write(
         raise
 
 
-def one_round_trip(dialect: str, rows: int) -> bool:
-    """Whether the writes here take ``rows`` rows on ``dialect`` (PostgreSQL: one
-    statement's arrays, at most :data:`~.constructs.PG_ARRAY_ROWS` rows; more are
-    written a chunk per statement in a transaction, :func:`.memory.upsert_memories`;
-    MySQL and MariaDB: never, their writes are the statements of :mod:`.memory` in a
-    transaction)."""
-    if dialect == "mysql":
+def one_round_trip(bound: Any, rows: int) -> bool:
+    """Whether the writes here take ``rows`` rows on ``bound``'s database (an engine or
+    connection; PostgreSQL: one statement's arrays, at most
+    :data:`~.constructs.PG_ARRAY_ROWS` rows; more are written a chunk per statement in
+    a transaction, :func:`.memory.upsert_memories`; MySQL, MariaDB and Citus
+    (:func:`.citus.on_citus`): never, their writes are the statements of :mod:`.memory`
+    in a transaction)."""
+    dialect = bound.dialect.name
+    if dialect == "mysql" or on_citus(bound):
         return False
     return dialect != "postgresql" or rows <= PG_ARRAY_ROWS
 

@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from .citus import on_citus
 from .sqlite_thread import execute, fetch_one, rollback_quietly, run_batch
 
 __all__ = ["USER_TABLES", "WAL_PURGE_WAIT", "Purge", "purge_deleted_text", "truncate_wal"]
@@ -104,7 +105,9 @@ async def purge_deleted_text(conn: AsyncConnection, *, wait: float = WAL_PURGE_W
     ``pg_stats`` no longer lists the user's id or words among the most common values.
     ANALYZE leaves the statistics of a table that has no rows left as they were: those
     are deleted where the role may (a superuser), else reported (``stale_statistics``).
-    The deleted rows themselves stay in the table files until (auto)VACUUM.
+    The deleted rows themselves stay in the table files until (auto)VACUUM. On Citus the
+    ANALYZE reaches every shard on every worker, and the statistics of each shard left
+    with no rows are deleted on its worker (a superuser: ``run_command_on_shards``).
 
     MySQL and MariaDB: nothing is done here. InnoDB's statistics hold no values, and
     its memory postings are rows deleted with the memories; its pages keep deleted
@@ -118,13 +121,8 @@ async def purge_deleted_text(conn: AsyncConnection, *, wait: float = WAL_PURGE_W
     # Statements on whole tables (maintenance, reading no user's rows) say so: on a
     # distributed database they run on every shard (docs/scaling.md).
     await conn.execute(text(f"/* statistics */ ANALYZE {', '.join(USER_TABLES)}"))
-    empty = [
-        table
-        for table in USER_TABLES
-        if not (
-            await conn.execute(text(f"/* statistics */ SELECT EXISTS (SELECT 1 FROM {table})"))
-        ).scalar()
-    ]
+    citus = on_citus(conn)
+    empty = [table for table in USER_TABLES if await _has_empty_part(conn, table, citus)]
     if not empty:
         return Purge()
     may_delete = (
@@ -132,6 +130,10 @@ async def purge_deleted_text(conn: AsyncConnection, *, wait: float = WAL_PURGE_W
     ).scalar()
     if not may_delete:
         return Purge(stale_statistics=empty)
+    if citus:
+        for table in empty:
+            await conn.execute(_CITUS_DELETE_EMPTY_SHARD_STATISTICS, {"table": table})
+        return Purge()
     await conn.execute(
         text(
             "DELETE FROM pg_catalog.pg_statistic"
@@ -140,6 +142,29 @@ async def purge_deleted_text(conn: AsyncConnection, *, wait: float = WAL_PURGE_W
         {"tables": empty},
     )
     return Purge()
+
+
+# Citus: ANALYZE on the coordinator analyzes every shard on the workers; the statistics
+# of each shard left with no rows are deleted there (run_command_on_shards puts the
+# shard's name for %1$s).
+_CITUS_EMPTY_SHARDS = text(
+    "/* statistics */ SELECT count(*) FROM run_command_on_shards(CAST(:table AS regclass),"
+    " 'SELECT NOT EXISTS (SELECT 1 FROM %1$s)') WHERE result = 't'"
+)
+_CITUS_DELETE_EMPTY_SHARD_STATISTICS = text(
+    "/* statistics */ SELECT count(*) FROM run_command_on_shards(CAST(:table AS regclass),"
+    " $cmd$DO $do$ BEGIN IF NOT EXISTS (SELECT 1 FROM %1$s) THEN"
+    " DELETE FROM pg_catalog.pg_statistic WHERE starelid = '%1$s'::regclass;"
+    " END IF; END $do$$cmd$)"
+)
+
+
+async def _has_empty_part(conn: AsyncConnection, table: str, citus: bool) -> bool:
+    """Whether ``table`` has no rows (on Citus: whether any shard of it has none)."""
+    if citus:
+        return bool((await conn.execute(_CITUS_EMPTY_SHARDS, {"table": table})).scalar())
+    statement = text(f"/* statistics */ SELECT NOT EXISTS (SELECT 1 FROM {table})")
+    return bool((await conn.execute(statement)).scalar())
 
 
 async def truncate_wal(conn: AsyncConnection, *, wait: float = 0.0) -> bool:

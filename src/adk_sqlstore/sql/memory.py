@@ -13,6 +13,7 @@ from sqlalchemy import and_, bindparam, delete, func, or_, select, text, tuple_,
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..schema import memories, memory_ingestions, sessions
+from .citus import on_citus
 from .constructs import PG_ARRAY_ROWS, chunks, upsert
 
 __all__ = [
@@ -148,10 +149,13 @@ async def upsert_memories(conn: AsyncConnection, rows: Sequence[dict[str, Any]])
     over arrays (``unnest``): its statistics trigger then runs once per chunk, not once
     per row (once per row, each run updated the user's statistics row again in the same
     transaction, and every update walked all the row's earlier versions: a
-    100,000-event session took 16x the time of 20,000)."""
+    100,000-event session took 16x the time of 20,000). On Citus, whose statistics
+    triggers are per row anyway, rows are multi-row ``VALUES`` of one user, routed to
+    their shard (an ``INSERT ... SELECT`` over arrays would go through the coordinator
+    and commit on every worker)."""
     if not rows:
         return
-    if conn.dialect.name == "postgresql":
+    if conn.dialect.name == "postgresql" and not on_citus(conn):
         by_user: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         for row in rows:
             by_user.setdefault((row["app_name"], row["user_id"]), {})[row["id"]] = row

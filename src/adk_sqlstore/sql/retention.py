@@ -112,8 +112,9 @@ async def prune_batch(
     memories; returns how many sessions were found stale, and rows deleted by kind.
 
     The users of the sessions found are locked (``"exclusive"``, in key order), then
-    the sessions (PostgreSQL, MySQL: FOR UPDATE, in key order; SQLite: the caller's
-    write transaction), each checked stale again: a session appended to meanwhile is
+    the sessions (PostgreSQL, MySQL: FOR UPDATE, in key order, one statement per user,
+    which Citus routes to the user's shard: it refuses FOR UPDATE across shards; SQLite:
+    the caller's write transaction), each checked stale again: a session appended to meanwhile is
     kept, or its append waits and fails. User and app state, and the user's own
     artifacts, are never touched."""
     stmt = (
@@ -124,16 +125,20 @@ async def prune_batch(
     )
     found = sorted(tuple(row) for row in (await conn.execute(stmt)).all())
     await lock_users(conn, [(app, user) for app, user, _ in found], mode="exclusive")
+    by_user: dict[tuple[str, str], list[str]] = {}
+    for app, user, session_id in found:
+        by_user.setdefault((app, user), []).append(session_id)
     keys: list[tuple[Any, ...]] = []
-    for chunk in chunks(found, _KEYS_PER_STATEMENT):
-        key = tuple_(sessions.c.app_name, sessions.c.user_id, sessions.c.id)
-        locked = (
-            select(sessions.c.app_name, sessions.c.user_id, sessions.c.id)
-            .where(key.in_(chunk), *_stale(cutoff, app_name))
-            .order_by(sessions.c.app_name, sessions.c.user_id, sessions.c.id)
-            .with_for_update()
-        )
-        keys.extend(tuple(row) for row in (await conn.execute(locked)).all())
+    for (app, user), ids in sorted(by_user.items()):  # a statement per user: one shard
+        for chunk in chunks(ids, _KEYS_PER_STATEMENT):
+            mine = [sessions.c.app_name == app, sessions.c.user_id == user]
+            locked = (
+                select(sessions.c.app_name, sessions.c.user_id, sessions.c.id)
+                .where(*mine, sessions.c.id.in_(chunk), *_stale(cutoff, app_name))
+                .order_by(sessions.c.id)
+                .with_for_update()
+            )
+            keys.extend(tuple(row) for row in (await conn.execute(locked)).all())
     counts = {"sessions": 0, **{name: 0 for name, _ in _pruned_tables(with_memories)}}
     for chunk in chunks(keys, _KEYS_PER_STATEMENT):
         held = select(artifacts.c.app_name, artifacts.c.user_id, artifacts.c.content_sha256)

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..errors import ConcurrencyConflictError
 from ..schema import app_state, events, memory_ingestions, session_state, sessions, user_state
+from .citus import on_citus
 from .constructs import chunks, upsert
 from .users import lock_user, pg_user_lock
 
@@ -89,7 +90,7 @@ async def insert_new_session(
 ) -> None:
     """Take the user lock (``"share"``, the user's row made if absent: :mod:`.users`)
     and insert a new session row (revision 0, created and updated ``now``): on
-    PostgreSQL one statement, elsewhere two.
+    PostgreSQL one statement, elsewhere (Citus included) two.
 
     Raises:
         sqlalchemy.exc.IntegrityError: the session exists.
@@ -97,7 +98,7 @@ async def insert_new_session(
             user lock (PostgreSQL; nothing was written: run it again).
     """
     params: dict[str, Any] = {"app_name": app_name, "user_id": user_id, "session_id": session_id}
-    if conn.dialect.name == "postgresql":
+    if conn.dialect.name == "postgresql" and not on_citus(conn):
         result = await conn.execute(
             _PG_LOCKED_INSERT, {**params, "now": now, "incarnation": incarnation}
         )
