@@ -83,9 +83,11 @@ test-embeddings:
 
 bench: $(VENV)/.installed-dev  # the full run behind benchmarks/RESULTS.md (about 25-30 min)
 	$(BIN)/python -m benchmarks run --size full --markdown benchmarks/RESULTS.md
+	$(BIN)/python -m benchmarks citus --size full  # its table: RESULTS.md, "Citus"
 
 bench-smoke: $(VENV)/.installed-dev  # every benchmark at a tiny size (CI)
 	$(BIN)/python -m benchmarks run --size small
+	$(BIN)/python -m benchmarks citus --size small
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests migrations benchmarks

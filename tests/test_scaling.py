@@ -22,7 +22,7 @@ from adk_sqlstore import (
     SqlMemoryService,
     SqlSessionService,
 )
-from adk_sqlstore.sql.citus import ROW_TRIGGERS
+from adk_sqlstore.sql.distribution import ROW_TRIGGERS
 
 from .conftest import PostgresFactory
 from .scripted_models import ScriptedModel, last_event_as_a_fact

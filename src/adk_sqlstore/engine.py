@@ -44,7 +44,6 @@ from .settings import (
     convert_settings,
     milliseconds,
 )
-from .sql.citus import on_citus
 from .sql.held import HeldConnection
 from .urls import normalize_url, redact_url, split_settings
 
@@ -56,7 +55,6 @@ __all__ = [
     "dispose_engine",
     "engine_for_loop",
     "engine_views",
-    "forget_views",
     "given_url",
     "release_held",
 ]
@@ -401,12 +399,6 @@ class EngineViews:
     held: HeldConnection | None = None
 
 
-def forget_views(engine: AsyncEngine) -> None:
-    """Make :func:`engine_views` build ``engine``'s views again (for the running loop),
-    after :func:`adk_sqlstore.sql.citus.detect_citus` found the tables distributed."""
-    engine_for_loop(engine).sync_engine.__dict__.pop(_VIEWS, None)
-
-
 async def release_held(engine: AsyncEngine) -> None:
     """Return the held SQLite connection (:class:`~adk_sqlstore.sql.held.HeldConnection`)
     of ``engine`` itself (not of a twin: see :func:`engine_for_loop`) to its pool."""
@@ -435,9 +427,7 @@ def engine_views(engine: AsyncEngine) -> EngineViews:
                 autocommit_begins=False,
                 held=HeldConnection(current),
             )
-        elif current.sync_engine.__dict__.get(_PGBOUNCER, False) or on_citus(current):
-            # Behind a transaction pooler, a statement outside a transaction may run on
-            # any server connection; on Citus a hot path is several statements.
+        elif current.sync_engine.__dict__.get(_PGBOUNCER, False):
             read = current.execution_options(
                 isolation_level="REPEATABLE READ", postgresql_readonly=True
             )

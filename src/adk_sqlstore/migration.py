@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from .engine import WRITE_OPTION, engine_for_loop, given_url
 from .errors import MigrationError, SchemaNotMigratedError
 from .failures import driver_error
-from .sql.citus import distribute, layout
+from .sql.distribution import distribute, layout
 from .sql.schema_version import (
     MIGRATION_LOCK,
     lock_migrations,

@@ -37,7 +37,6 @@ from .engine import (
     create_engine,
     dispose_engine,
     engine_for_loop,
-    forget_views,
     given_url,
     release_held,
 )
@@ -52,7 +51,7 @@ from .errors import (
 from .failures import database_errors
 from .migration import HEAD_REVISION, check_schema, current_revision, upgrade
 from .search.analysis import analyzer
-from .sql.citus import detect_citus, on_citus
+from .sql.citus import detect_citus
 from .sql.maintenance import Purge, purge_deleted_text, truncate_wal
 from .urls import resolve_url
 from .validation import check_argument
@@ -382,9 +381,7 @@ class Store(ClosedOnExit):
         if self.engine.dialect.name != "postgresql":
             return
         async with self.engine.connect() as conn:
-            before = on_citus(conn)
-            if await detect_citus(conn) != before:
-                forget_views(self.engine)
+            await detect_citus(conn)
 
     # -- transactions -------------------------------------------------------------------
 

@@ -130,7 +130,9 @@ class _Ingestion:
     async def write(self, prepared: Prepared | None) -> IngestReport:
         """The round trip where it can be, else the transaction."""
         key, token = self.key, self.token
-        if self.hybrid is None and one_round_trip(self.store.engine, len(self.memory_rows)):
+        if self.hybrid is None and one_round_trip(
+            self.store.engine, len(self.memory_rows), replacing=True
+        ):
             write = SessionMemories(
                 **key,
                 incarnation=token.incarnation,

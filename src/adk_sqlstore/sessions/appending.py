@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..errors import InvalidEventError, SessionNotFoundError, StaleSessionError
 from ..models import SessionLike
+from ..sql.citus import on_citus
 from ..sql.hot_paths import AppendRow, append_row
 from ..sql.sessions import load_session
 from ..state import drop_temp, split_delta
@@ -102,7 +103,15 @@ class Appender(Generic[SessionT, EventT, ListT]):
                 " an event is stored once"
             )
 
-        async with self._store.autocommit(on_duplicate=duplicate) as conn:
+        # On Citus an app: key is written on every node: the call of the append function
+        # then runs on the coordinator, in a transaction, rather than delegated to the
+        # user's worker (which would open one to every node itself: 3x slower).
+        opened = (
+            self._store.transaction(write=True, on_duplicate=duplicate)
+            if row.app_state and on_citus(self._store.engine)
+            else self._store.autocommit(on_duplicate=duplicate)
+        )
+        async with opened as conn:
             revision = await append_row(conn, row)
             if revision is None:
                 raise await _stale_or_missing(conn, key, row.expected_revision, token.incarnation)

@@ -23,7 +23,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import TextClause
 
-from .citus import on_citus
+from .citus import APPEND_FUNCTION, on_citus
 from .pg_direct import PgStatement, fetch
 from .sessions import write_state
 from .sqlite_thread import execute, fetch_all, fetch_one, rollback_quietly, run_batch
@@ -168,16 +168,21 @@ _MYSQL_BUMP = text(
     )
 )
 _MYSQL_INSERT_EVENT = text(_SQLITE_INSERT_EVENT)
-_CITUS_BUMP = text(_BUMP)
+_CITUS_APPEND = PgStatement(
+    text(
+        f"SELECT {APPEND_FUNCTION}(:app_name, :user_id, :session_id, :expected_revision,"
+        " :expected_incarnation, :update_time, :event_id, :invocation_id, :author,"
+        " :timestamp, :data, :session_keys, :session_values, :user_keys, :user_values,"
+        " :app_keys, :app_values, :now)"
+    )
+)
 
 
-async def _statements_append(conn: AsyncConnection, row: AppendRow) -> int | None:
-    """One append as statements of the caller's write transaction (MySQL, MariaDB, and
-    PostgreSQL on Citus, where each is routed to the user's shard): the guard's row
-    lock is held from the bump to the commit."""
+async def _mysql_append(conn: AsyncConnection, row: AppendRow) -> int | None:
+    """One append as statements of the caller's write transaction (MySQL, MariaDB):
+    the guard's row lock is held from the bump to the commit."""
     params = row.params()
-    mysql = conn.dialect.name == "mysql"
-    bumped = await conn.execute(_MYSQL_BUMP if mysql else _CITUS_BUMP, params)
+    bumped = await conn.execute(_MYSQL_BUMP, params)
     if bumped.rowcount != 1:  # matched rows (SQLAlchemy asks the server for found rows)
         return None
     revision = row.expected_revision + 1
@@ -198,8 +203,10 @@ async def _statements_append(conn: AsyncConnection, row: AppendRow) -> int | Non
 async def append_row(conn: AsyncConnection, row: AppendRow) -> int | None:
     """Append one event under the revision guard, with its state keys, atomically.
 
-    ``conn`` must be outside any transaction (PostgreSQL: in AUTOCOMMIT mode), or on
-    MySQL, MariaDB and Citus inside a write transaction, which the caller commits.
+    ``conn`` must be outside any transaction (PostgreSQL: in AUTOCOMMIT mode; on Citus
+    the call of :data:`~.citus.APPEND_FUNCTION` is then delegated to the user's worker;
+    inside a transaction it runs on the coordinator, each statement routed), or on
+    MySQL and MariaDB inside a write transaction, which the caller commits.
 
     Returns:
         The new revision, or ``None`` when the guard matched no row (stale or absent).
@@ -207,16 +214,19 @@ async def append_row(conn: AsyncConnection, row: AppendRow) -> int | None:
     Raises:
         sqlalchemy.exc.IntegrityError: the event id is taken (nothing was written).
     """
-    if conn.dialect.name == "postgresql" and not on_citus(conn):
+    if conn.dialect.name == "postgresql":
         params = row.params()
         for scope in ("session", "user", "app"):
             items = getattr(row, f"{scope}_state")
             params[f"{scope}_keys"] = [k for k, _ in items]
             params[f"{scope}_values"] = [v for _, v in items]
+        if on_citus(conn):  # delegated to the user's worker: one hop, one shard
+            rows = await fetch(conn, _CITUS_APPEND, params)
+            return None if not rows or rows[0][0] is None else int(rows[0][0])
         rows = await fetch(conn, _POSTGRES_APPEND, params)
         return int(rows[0][0]) if rows else None
-    if conn.dialect.name != "sqlite":  # MySQL, MariaDB, Citus
-        return await _statements_append(conn, row)
+    if conn.dialect.name == "mysql":
+        return await _mysql_append(conn, row)
     return await run_batch(conn, _sqlite_append, row, in_loop=True)
 
 

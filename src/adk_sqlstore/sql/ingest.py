@@ -27,9 +27,10 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..errors import ConcurrencyConflictError
-from .citus import on_citus
+from .citus import WRITE_MEMORIES_FUNCTION, on_citus
 from .constructs import CHUNK, PG_ARRAY_ROWS, chunks
 from .memory import MEMORY_COMPARED, MEMORY_UPDATABLE, PG_COLUMN_TYPES
+from .pg_direct import PgStatement, fetch
 from .sqlite_thread import execute, fetch_all, fetch_one, rollback_quietly, run_batch
 from .users import SQLITE_CREATE_USER, pg_user_lock
 
@@ -182,6 +183,31 @@ async def _postgres_write(
     return bool((await conn.execute(_PG_WRITES[bool(gone)], params)).scalar_one())
 
 
+_CITUS_WRITE = PgStatement(
+    text(
+        f"SELECT {WRITE_MEMORIES_FUNCTION}(:app_name, :user_id, :now, :gone, "
+        + ", ".join(f":rows_{c}" for c in ("id", *MEMORY_UPDATABLE))
+        + ")"
+    )
+)
+
+
+async def _citus_write(
+    conn: AsyncConnection,
+    app_name: str,
+    user_id: str,
+    rows: Sequence[Any],
+    gone: Sequence[str],
+    now: float,
+) -> bool:
+    """:func:`_postgres_write` on Citus: a call of the function the user's worker runs
+    (outside a transaction: delegated there)."""
+    params = _arrays(
+        {"app_name": app_name, "user_id": user_id, "gone": list(gone), "now": now}, rows
+    )
+    return bool((await fetch(conn, _CITUS_WRITE, params))[0][0])
+
+
 # -- SQLite -------------------------------------------------------------------------------
 
 _SQLITE_SESSION = f"SELECT incarnation, revision FROM sqlstore_sessions WHERE {_SESSION_WHERE}"
@@ -255,15 +281,19 @@ def _sqlite_write(
         raise
 
 
-def one_round_trip(bound: Any, rows: int) -> bool:
+def one_round_trip(bound: Any, rows: int, *, replacing: bool = False) -> bool:
     """Whether the writes here take ``rows`` rows on ``bound``'s database (an engine or
-    connection; PostgreSQL: one statement's arrays, at most
-    :data:`~.constructs.PG_ARRAY_ROWS` rows; more are written a chunk per statement in
-    a transaction, :func:`.memory.upsert_memories`; MySQL, MariaDB and Citus
-    (:func:`.citus.on_citus`): never, their writes are the statements of :mod:`.memory`
-    in a transaction)."""
+    connection): :func:`replace_session_memories` (``replacing``) or
+    :func:`write_memories`. PostgreSQL: one statement's arrays, at most
+    :data:`~.constructs.PG_ARRAY_ROWS` rows (more are written a chunk per statement in
+    a transaction, :func:`.memory.upsert_memories`); Citus (:func:`.citus.on_citus`):
+    :func:`write_memories` only, any number of rows (a call of a function run on the
+    user's worker); MySQL and MariaDB: never, their writes are the statements of
+    :mod:`.memory` in a transaction."""
     dialect = bound.dialect.name
-    if dialect == "mysql" or on_citus(bound):
+    if on_citus(bound):
+        return not replacing
+    if dialect == "mysql":
         return False
     return dialect != "postgresql" or rows <= PG_ARRAY_ROWS
 
@@ -311,7 +341,8 @@ async def write_memories(
         latest: dict[str, dict[str, Any]] = {}
         for row in rows:  # one statement may not update a row twice
             latest[row["id"]] = row
-        if not await _postgres_write(conn, app_name, user_id, list(latest.values()), gone, now):
+        write = _citus_write if on_citus(conn) else _postgres_write
+        if not await write(conn, app_name, user_id, list(latest.values()), gone, now):
             raise ConcurrencyConflictError(
                 f"user {user_id!r} of app {app_name!r} was forgotten while their memories"
                 " waited to be written; nothing was written"
