@@ -28,7 +28,7 @@ from adk_sqlstore import (
 )
 from adk_sqlstore.artifacts import ArtifactStorage
 from adk_sqlstore.engine import create_engine
-from adk_sqlstore.migration import upgrade
+from adk_sqlstore.migration import citus_layout, upgrade
 from adk_sqlstore.sql.artifacts import ArtifactKey
 from adk_sqlstore.store import Store
 
@@ -396,3 +396,42 @@ async def test_adding_a_worker_and_rebalancing_under_load_loses_nothing() -> Non
                 assert found.memories
             await admin.close()
         assert len(typed) <= sum(appended.values()) // 2, typed[:3]
+
+
+async def test_migrate_distributes_a_table_a_later_migration_adds(
+    cluster: CitusCluster, citus_url: str
+) -> None:
+    """The table list is the schema's: a table a newer migration adds (here made by
+    hand, and declared in the schema for this test) is distributed by the next
+    migrate, colocated; running it again changes nothing."""
+    from sqlalchemy import Column, PrimaryKeyConstraint, Table, Text
+
+    from adk_sqlstore.schema import metadata
+
+    await _migrated(citus_url)
+    engine = create_engine(citus_url)
+    before = await citus_layout(engine)
+    assert before is not None and len(before[0]) == len(metadata.tables)
+    later = Table(
+        "sqlstore_later",
+        metadata,
+        Column("app_name", Text, nullable=False),
+        Column("user_id", Text, nullable=False),
+        Column("note", Text),
+        PrimaryKeyConstraint("app_name", "user_id"),
+    )
+    try:
+        conn = await asyncpg.connect(citus_url)
+        await conn.execute(
+            "CREATE TABLE sqlstore_later (app_name text NOT NULL, user_id text NOT NULL,"
+            " note text, PRIMARY KEY (app_name, user_id))"
+        )
+        await conn.close()
+        await upgrade(engine)
+        await upgrade(engine)
+        after = await citus_layout(engine)
+        assert after is not None and after[0]["sqlstore_later"] == "distributed"
+        assert {k: v for k, v in after[0].items() if k != "sqlstore_later"} == before[0]
+    finally:
+        metadata.remove(later)
+        await engine.dispose()

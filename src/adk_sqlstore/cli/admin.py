@@ -30,10 +30,11 @@ def migrate(url: UrlOption = None) -> None:
 
     On PostgreSQL with the citus extension installed (a Citus coordinator, its workers
     added with citus_add_node), every table is then distributed by user_id, colocated,
-    and the app state made a reference table; tables already distributed are left as
-    they are, so run it again after adding a migration's tables. With ?language= in the
-    URL, memories are then re-indexed for that search language (as adk-sqlstore memory
-    reindex does)."""
+    the app state made a reference table and the store's functions distributed by
+    user; tables already distributed are left as they are, and those a newer migration
+    adds are distributed by the migrate that adds them (docs/scaling.md). With
+    ?language= in the URL, memories are then re-indexed for that search language (as
+    adk-sqlstore memory reindex does)."""
 
     async def run() -> None:
         target = resolve_url(url)
