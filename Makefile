@@ -2,11 +2,11 @@
 #   make demo      creates .venv, installs adk-sqlstore, runs the demo on the embedded SQLite file
 #   make test      creates .venv, installs the test tools, runs the test suite in parallel
 #                  (about 3.5 min on 2 cores), without the long soak tests and the Citus
-#                  cluster's (CI runs both), with a third of
-#                  the property tests' examples (all of them with CI=true)
+#                  cluster's (CI runs both), with a third of the property tests' examples
+#                  (all of them with CI=true)
 #   make test-all  (CI) every test, soak and Citus included, then the PostgreSQL tests again
 #                  on a throwaway password-protected server and through PgBouncer (about 9 min)
-#   make test-citus (CI) the contract suite on a throwaway Citus cluster (about 4 min)
+#   make test-citus (CI) the contract suite on a throwaway Citus cluster (about 4.5 min)
 PYTHON ?= python3
 NEWEST_PYTHON ?= python3.13
 VENV ?= .venv
@@ -81,7 +81,7 @@ test-embeddings:
 		tests/test_embedders.py tests/test_readme.py \
 		tests/test_locomo.py::test_locomo_slice_hybrid_recall_with_the_local_model
 
-bench: $(VENV)/.installed-dev  # the full run behind benchmarks/RESULTS.md (about 25-30 min)
+bench: $(VENV)/.installed-dev  # the full run behind benchmarks/RESULTS.md (about 25-45 min)
 	$(BIN)/python -m benchmarks run --size full --markdown benchmarks/RESULTS.md
 	$(BIN)/python -m benchmarks citus --size full  # its table: RESULTS.md, "Citus"
 

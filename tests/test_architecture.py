@@ -55,6 +55,7 @@ FOREIGN_PRIVATE = {
     "_proxied": "SQLAlchemy: the engine an engine with execution options wraps",
     "_max_overflow": "SQLAlchemy's QueuePool: reported in the pool-timeout message",
     "_stream_broken": "asyncmy: set when the server closed the connection (checked at checkout)",
+    "_getframe": "sys._getframe: the module calling a core service (refused when it is ADK's)",
 }
 
 

@@ -435,3 +435,120 @@ async def test_migrate_distributes_a_table_a_later_migration_adds(
     finally:
         metadata.remove(later)
         await engine.dispose()
+
+
+async def test_a_store_with_data_moves_onto_citus(cluster: CitusCluster) -> None:
+    """A single-server store in use (sessions, state, memories, artifacts) becomes
+    distributed: the citus extension added on every node, workers added, migrate run
+    again. Everything reads back, and the search statistics stay exact (the copy into
+    the shards runs the row triggers)."""
+    name = f"citus_test_{next(_counter)}"
+    for node in cluster.nodes:
+        conn = await asyncpg.connect(node.url())
+        await conn.execute(f'CREATE DATABASE "{name}"')
+        await conn.close()
+    url = cluster.coordinator.url(name)
+    await _migrated(url)  # plain PostgreSQL: no extension yet
+    async with SqlSessionService.from_url(url) as sessions:
+        memory = SqlMemoryService(sessions.engine)
+        for user_id in ("u1", "u2", "u3"):
+            session = await sessions.create_session(
+                app_name="a", user_id=user_id, state={"k": 1, "user:u": 2, "app:x": 3}
+            )
+            for n in range(4):
+                await sessions.append_event(
+                    session, Event(author="user", content=_text(f"kayak trip {n} {user_id}"))
+                )
+            await memory.add_session_to_memory(session)
+            where = ArtifactKey(app_name="a", user_id=user_id, session_id=session.id, filename="f")
+            await ArtifactStorage(sessions.store).save(
+                where, part={}, data=b"x" * 10, mime_type="text/plain", custom_metadata=None
+            )
+    await asyncio.to_thread(_make_citus, cluster, name)
+    await _migrated(url)
+    engine = create_engine(url)
+    layout = await citus_layout(engine)
+    await engine.dispose()
+    assert layout is not None and set(layout[0].values()) == {"distributed", "reference"}
+    async with SqlSessionService.from_url(url) as sessions:
+        memory = SqlMemoryService(sessions.engine)
+        for user_id in ("u1", "u2", "u3"):
+            listed = await sessions.list_sessions(app_name="a", user_id=user_id)
+            (session,) = listed.sessions
+            got = await sessions.get_session(app_name="a", user_id=user_id, session_id=session.id)
+            assert got is not None and len(got.events) == 4
+            assert got.state == {"k": 1, "user:u": 2, "app:x": 3}
+            found = await memory.search_memory(app_name="a", user_id=user_id, query="kayak")
+            assert len(found.memories) == 4
+            where = ArtifactKey(app_name="a", user_id=user_id, session_id=session.id, filename="f")
+            assert await ArtifactStorage(sessions.store).load(where, None) is not None
+    conn = await asyncpg.connect(url)
+    try:
+        kept = await conn.fetch(
+            "SELECT user_id, doc_count, lexeme_count FROM sqlstore_memory_stats ORDER BY 1"
+        )
+        counted = await conn.fetch(
+            "SELECT user_id, count(*), sum(token_count) FROM sqlstore_memories"
+            " GROUP BY 1 ORDER BY 1"
+        )
+        assert [tuple(r) for r in kept] == [tuple(r) for r in counted]
+        terms = await conn.fetchval("SELECT sum(df) FROM sqlstore_memory_terms")
+        expected = await conn.fetchval(
+            "SELECT count(*) FROM sqlstore_memories,"
+            " unnest(string_to_array(terms, ' ') || ('~' || sqlstore_length_class(token_count)))"
+        )
+        assert terms == expected
+    finally:
+        await conn.close()
+
+
+def _make_citus(cluster: CitusCluster, name: str) -> None:
+    """The extension in database ``name`` on every node, the workers added."""
+
+    async def run() -> None:
+        for node in cluster.nodes:
+            conn = await asyncpg.connect(node.url(name))
+            await conn.execute("CREATE EXTENSION citus")
+            await conn.close()
+        conn = await asyncpg.connect(cluster.coordinator.url(name))
+        await conn.execute(
+            f"SELECT citus_set_coordinator_host('127.0.0.1', {cluster.coordinator.port})"
+        )
+        for worker in cluster.workers:
+            await conn.execute(f"SELECT citus_add_node('127.0.0.1', {worker.port})")
+        await conn.close()
+
+    asyncio.run(run())
+
+
+async def test_a_role_that_owns_the_database_migrates_and_runs_it(cluster: CitusCluster) -> None:
+    """docs/scaling.md: migrate needs a role that may create tables and triggers, not a
+    superuser (the tables are distributed after their migration commits: Citus records
+    a new table's sequence over a connection of its own)."""
+    name = f"citus_test_{next(_counter)}"
+    for node in cluster.nodes:
+        conn = await asyncpg.connect(node.url())
+        await conn.execute(
+            "DO $$ BEGIN CREATE ROLE app LOGIN PASSWORD 'pw'; EXCEPTION WHEN duplicate_object"
+            " THEN NULL; END $$"
+        )
+        await conn.execute(f'CREATE DATABASE "{name}" OWNER app')
+        await conn.close()
+    await asyncio.to_thread(_make_citus, cluster, name)
+    url = f"postgresql://app:pw@127.0.0.1:{cluster.coordinator.port}/{name}"
+    await _migrated(url)
+    async with SqlSessionService.from_url(url) as sessions:
+        memory = SqlMemoryService(sessions.engine)
+        session = await sessions.create_session(app_name="a", user_id="u")
+        await sessions.append_event(session, Event(author="user", content=_text("kayak")))
+        await memory.add_session_to_memory(session)
+        assert (await memory.search_memory(app_name="a", user_id="u", query="kayak")).memories
+    # not a superuser: the emptied shards' statistics are left, and the command says so
+    from typer.testing import CliRunner
+
+    from adk_sqlstore.cli import app as cli
+
+    args = ["forget-user", "--app", "a", "--user", "u", "--yes", "--url", url]
+    result = await asyncio.to_thread(CliRunner().invoke, cli, args)
+    assert result.exit_code == 0, result.output
+    assert "warning: forget_user" in result.output and "the user's shard" in result.output

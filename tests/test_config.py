@@ -302,7 +302,7 @@ def test_service_uri_options(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
     assert resolve_url("sqlstore://").embedded
     assert resolve_url("sqlstore://?auto_migrate=false").migrates_itself is False
     pg = resolve_url("sqlstore+postgresql://u:p@h/db?auto_migrate=true&sslmode=require")
-    assert pg.migrates_itself and pg.display == "postgresql+asyncpg://u:***@h/db?ssl=require"
+    assert pg.migrates_itself and pg.display == "postgresql://u:***@h/db?ssl=require"
     assert not resolve_url("postgresql://u@h/db").migrates_itself
     relative = resolve_url("sqlstore+sqlite:///rel.db").url
     assert relative.database == "rel.db"

@@ -1,7 +1,7 @@
 """adk-sqlstore: durable sessions, scoped state and searchable memory for LLM agents.
 
-A SQL-backed replacement for ADK's in-memory services, on PostgreSQL (asyncpg) or an
-embedded SQLite file (aiosqlite)::
+A SQL-backed replacement for ADK's in-memory services, on PostgreSQL (asyncpg; Citus
+too), MySQL or MariaDB (asyncmy), or an embedded SQLite file (aiosqlite)::
 
     from adk_sqlstore import SqlSessionService
 

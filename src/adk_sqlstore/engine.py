@@ -45,7 +45,7 @@ from .settings import (
     milliseconds,
 )
 from .sql.held import HeldConnection
-from .urls import normalize_url, redact_url, split_settings
+from .urls import normalize_url, shown_url, split_settings
 
 __all__ = [
     "WRITE_OPTION",
@@ -88,13 +88,16 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
         if name in settings:
             kwargs.setdefault(name, settings[name])
     backend = normalized.get_backend_name()
-    if backend == "postgresql":
-        postgres_options(settings, kwargs)
-    elif backend == "mysql":
-        mysql_options(settings, kwargs)
-    else:
-        sqlite_options(normalized, kwargs)
-    engine = _create(normalized, kwargs)
+    try:  # the options of MySQL and MariaDB need their driver's constants
+        if backend == "postgresql":
+            postgres_options(settings, kwargs)
+        elif backend == "mysql":
+            mysql_options(settings, kwargs)
+        else:
+            sqlite_options(normalized, kwargs)
+    except ModuleNotFoundError as exc:
+        raise _missing_driver(given, exc) from exc
+    engine = _create(normalized, given, kwargs)
     timeout = settings.get("statement_timeout")
     configure_engine(
         engine,
@@ -106,19 +109,25 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
     return engine
 
 
-def _create(url: URL, kwargs: dict[str, Any]) -> AsyncEngine:
-    """``create_async_engine``, its failures as :class:`ConfigurationError`."""
+def _missing_driver(given: URL, exc: ModuleNotFoundError) -> ConfigurationError:
+    """The one-line error for a URL whose driver is not installed, naming the extra."""
+    extras = {"postgresql": "postgres", "mysql": "mysql"}
+    extra = extras.get(given.get_backend_name(), "sqlite")
+    return ConfigurationError(
+        f"the {exc.name} driver for {shown_url(given)} is not installed: pip install"
+        f" 'adk-sqlstore[{extra}]'"
+    )
+
+
+def _create(url: URL, given: URL, kwargs: dict[str, Any]) -> AsyncEngine:
+    """``create_async_engine``, its failures as :class:`ConfigurationError` (naming the
+    URL as the user gave it, ``given``)."""
     try:
         return create_async_engine(url, **kwargs)
     except ModuleNotFoundError as exc:
-        extras = {"postgresql": "postgres", "mysql": "mysql"}
-        extra = extras.get(url.get_backend_name(), "sqlite")
-        raise ConfigurationError(
-            f"the {exc.name} driver for {redact_url(url)} is not installed: pip install"
-            f" 'adk-sqlstore[{extra}]'"
-        ) from exc
+        raise _missing_driver(given, exc) from exc
     except (ArgumentError, TypeError) as exc:  # keyword arguments SQLAlchemy does not take
-        raise ConfigurationError(f"cannot make an engine for {redact_url(url)}: {exc}") from exc
+        raise ConfigurationError(f"cannot make an engine for {shown_url(given)}: {exc}") from exc
 
 
 _GIVEN_URL = "_adk_sqlstore_url"

@@ -21,7 +21,7 @@ from .errors import (
     DatabaseUnavailableError,
     PoolTimeoutError,
 )
-from .urls import redact_url
+from .urls import shown_url
 
 __all__ = [
     "conflict_error",
@@ -61,7 +61,7 @@ def driver_error(engine: AsyncEngine, exc: BaseException) -> DatabaseUnavailable
         timeout = pool.timeout()
         return PoolTimeoutError(
             f"no database connection became free within pool_timeout ({timeout} s) on"
-            f" {redact_url(engine.url)}: all {size} were in use; raise pool_size or"
+            f" {shown_url(engine.url)}: all {size} were in use; raise pool_size or"
             " max_overflow (URL parameters or keyword arguments), or pool_timeout"
         )
     if isinstance(exc, (DBAPIError, OSError, DisconnectionError)) or (
@@ -203,4 +203,4 @@ def database_error(url: str | URL, exc: BaseException) -> DatabaseUnavailableErr
     detail = (str(orig).splitlines() or [""])[0]
     hint = _HINTS.get(name) or (_CLOSED_UNDER_THE_CALL if name in _CONNECTION_LOST else "")
     said = "; ".join(part for part in (detail, hint) if part) or "(no message)"
-    return DatabaseUnavailableError(f"database error on {redact_url(url)}: {name}: {said}")
+    return DatabaseUnavailableError(f"database error on {shown_url(url)}: {name}: {said}")

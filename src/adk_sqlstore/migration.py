@@ -29,7 +29,7 @@ from .sql.schema_version import (
     read_revision,
     unlock_migrations,
 )
-from .urls import redact_url
+from .urls import shown_url
 
 __all__ = [
     "HEAD_REVISION",
@@ -118,14 +118,18 @@ def _run_alembic(sync: Connection, operation: str, revision: str) -> str | None:
             getattr(command, operation)(_alembic_config(sync), revision)
     except CommandError as exc:
         raise MigrationError(f"cannot {operation} to {revision!r}: {exc}") from exc
-    if operation == "upgrade":
-        distribute(sync)  # on Citus only: every table, a later migration's included
     return current
+
+
+def _distribute(sync: Connection) -> None:
+    """On Citus: every table distributed, a later migration's included, after the
+    migration committed (in steps of their own: :func:`~.sql.distribution.distribute`)."""
+    distribute(sync)
 
 
 def _newer_database(sync: Connection, current: str) -> SchemaNotMigratedError:
     return SchemaNotMigratedError(
-        f"the database {redact_url(sync.engine.url)} is at schema revision {current!r}, newer"
+        f"the database {shown_url(sync.engine.url)} is at schema revision {current!r}, newer"
         f" than this version of adk-sqlstore knows (it needs {HEAD_REVISION!r}): upgrade the"
         " adk-sqlstore package",
         current_revision=current,
@@ -161,6 +165,9 @@ async def _migrate(engine: AsyncEngine, operation: str, revision: str) -> str | 
         try:
             before = await conn.run_sync(_run_alembic, operation, revision)
             await conn.commit()
+            if operation == "upgrade" and conn.dialect.name == "postgresql":
+                await conn.run_sync(_distribute)
+                await conn.commit()
         finally:
             with contextlib.suppress(Exception):  # the failure itself is what to raise
                 await conn.run_sync(unlock_migrations)
@@ -191,7 +198,7 @@ async def check_schema(engine: AsyncEngine) -> None:
     if current == HEAD_REVISION:
         return
     url = given_url(engine)
-    plain = redact_url(url.set(drivername=url.get_backend_name()))
+    plain = shown_url(url)
     if current is not None and current not in REVISIONS:
         async with engine.connect() as conn:
             raise await conn.run_sync(_newer_database, current)

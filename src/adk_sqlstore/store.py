@@ -436,13 +436,14 @@ class Store(ClosedOnExit):
 
     # -- deleted text -------------------------------------------------------------------
 
-    async def purge_deleted_text(self) -> Purge:
-        """Clear the copies of deleted text the database keeps (after ``forget_user``;
-        see :func:`adk_sqlstore.sql.maintenance.purge_deleted_text`). When a reader of
-        an older SQLite snapshot keeps the write-ahead log from being emptied, every
-        store on this engine retries after its next write and at :meth:`close`."""
+    async def purge_deleted_text(self, *, user_id: str | None = None) -> Purge:
+        """Clear the copies of deleted text the database keeps (after ``forget_user``
+        of ``user_id``; see :func:`adk_sqlstore.sql.maintenance.purge_deleted_text`).
+        When a reader of an older SQLite snapshot keeps the write-ahead log from being
+        emptied, every store on this engine retries after its next write and at
+        :meth:`close`."""
         async with self.autocommit() as conn:
-            purged = await purge_deleted_text(conn)
+            purged = await purge_deleted_text(conn, user_id=user_id)
         if purged.wal_pending:
             self._wal_purge_pending = True
         return purged
@@ -484,6 +485,14 @@ class OnStore(ClosedOnExit):
     def engine(self) -> AsyncEngine:
         """The store's engine for the running event loop."""
         return self._store.engine
+
+    def __repr__(self) -> str:
+        # The end says it: pydantic's errors (ADK's Runner given a core service) show
+        # the first and last 25 characters.
+        kind = type(self)
+        if kind.__module__.startswith("adk_sqlstore.adk"):
+            return f"<adk_sqlstore.adk.{kind.__name__}>"
+        return f"<adk_sqlstore.{kind.__name__} (core): for ADK use adk_sqlstore.adk>"
 
     async def close(self) -> None:
         """Close the store if this service made it; a store passed in is left open."""

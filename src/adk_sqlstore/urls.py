@@ -48,6 +48,7 @@ __all__ = [
     "pop_parameter",
     "redact_url",
     "resolve_url",
+    "shown_url",
     "split_settings",
     "sqlite_path",
 ]
@@ -106,8 +107,9 @@ class DatabaseTarget:
 
     @property
     def display(self) -> str:
-        """The URL with its password replaced by ``***``."""
-        return redact_url(self.url)
+        """The URL as its user writes it, its password replaced by ``***``
+        (:func:`shown_url`)."""
+        return shown_url(self.url)
 
 
 _SECRET_QUERY = re.compile(
@@ -132,7 +134,7 @@ def describe_url(url: URL) -> str:
     """Where the data of ``url`` lives, for a message: ``SQLite file /abs/path.db``, or
     the URL with its password hidden."""
     path = sqlite_path(url)
-    return f"SQLite file {path}" if path is not None else redact_url(url)
+    return f"SQLite file {path}" if path is not None else shown_url(url)
 
 
 def redact_url(url: str | URL) -> str:
@@ -152,6 +154,24 @@ def redact_url(url: str | URL) -> str:
             # Everything between "user:" and the last "@" is the password, whatever it holds.
             text = _USERINFO.sub(r"\1***\3", url)
     return _SECRET_QUERY.sub(r"\1***", text)
+
+
+def shown_url(url: str | URL) -> str:
+    """``url`` as its user writes it, for messages: the password hidden, and what this
+    library adds when it picks the asyncio driver left out (``+asyncpg``, ``+asyncmy``,
+    ``+aiosqlite``, MySQL's ``charset=utf8mb4``); ``sqlite:///relative.db`` stays
+    relative. Never raises."""
+    if isinstance(url, str):
+        try:
+            url = make_url(url)
+        except Exception:
+            return redact_url(url)
+    driver = url.drivername.partition("+")[2]
+    if driver in ("asyncpg", "asyncmy", "aiosqlite"):
+        url = url.set(drivername=url.get_backend_name())
+    if url.get_backend_name() == "mysql" and url.query.get("charset") == "utf8mb4":
+        url = url.difference_update_query(["charset"])
+    return redact_url(url)
 
 
 SERVICE_SCHEME = "sqlstore"
@@ -299,8 +319,8 @@ def _spelled(url: str) -> str:
                 " sqlite:////absolute/path.db"
             )
         raise ConfigurationError(
-            f"database URL {shown} has no scheme: use postgresql://user@host/db or"
-            " sqlite:///path/to.db"
+            f"database URL {shown} has no scheme: use postgresql://user@host/db,"
+            " mysql://user@host/db (or mariadb://) or sqlite:///path/to.db"
         )
     if not url.startswith("sqlite") and url.count("@") > 1:
         raise ConfigurationError(

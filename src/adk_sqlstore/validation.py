@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -40,6 +41,7 @@ __all__ = [
     "check_event_fields",
     "check_identifier",
     "check_json_value",
+    "check_not_called_by_adk",
     "check_session",
     "check_size_limit",
     "check_state_delta",
@@ -359,3 +361,26 @@ def dump_json_value(value: Any) -> str:
     PostgreSQL ``text`` column; other characters are kept as they are.
     """
     return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def check_not_called_by_adk(service: str) -> None:
+    """Refuse a call that comes straight from ADK (``google.adk``) into a core service:
+    the core services return this library's models, and ADK's Runner needs its own
+    (the classes of :mod:`adk_sqlstore.adk`, which call the core ones themselves).
+
+    Raises:
+        TypeError: naming the class ADK needs (``service`` is the core class's name).
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        module = str(frame.f_globals.get("__name__", ""))
+        if module.startswith("adk_sqlstore.adk."):
+            return  # through the ADK classes
+        if not module.startswith("adk_sqlstore."):
+            break
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is not None and str(frame.f_globals.get("__name__", "")).startswith("google.adk."):
+        raise TypeError(
+            f"adk_sqlstore.{service} is the core service, which ADK cannot use: give ADK's"
+            f" Runner the ADK class, from adk_sqlstore.adk import {service}"
+        )

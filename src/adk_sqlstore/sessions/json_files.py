@@ -13,9 +13,17 @@ import re
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..models import Session
 
-__all__ = ["dump_session", "load_session", "load_sessions", "session_files"]
+__all__ = [
+    "describe_invalid",
+    "dump_session",
+    "load_session",
+    "load_sessions",
+    "session_files",
+]
 
 _CAMEL = re.compile(r"^[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+$")
 _UPPER = re.compile(r"([A-Z])")
@@ -75,23 +83,55 @@ def load_session(text: str | bytes) -> Session:
     return Session.model_validate_json(json.dumps(data, ensure_ascii=False))
 
 
+def describe_invalid(exc: ValidationError) -> str:
+    """What is wrong with a session document, one clause per problem: where (the field
+    path as ``events[3].timestamp``), what pydantic says, and the value found."""
+    clauses = []
+    for problem in exc.errors(include_url=False):
+        where = ""
+        for part in problem["loc"]:
+            where += f"[{part}]" if isinstance(part, int) else f".{part}" if where else str(part)
+        found = repr(problem.get("input"))
+        found = found if len(found) <= 60 else found[:57] + "..."
+        clauses.append(f"{where or 'the document'}: {problem['msg']} (found {found})")
+    return "; ".join(clauses)
+
+
+def _parsed(document: str, where: str) -> Session:
+    try:
+        return load_session(document)
+    except ValidationError as exc:
+        raise ValueError(f"{where}{describe_invalid(exc)}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{where}not JSON: {exc}") from None
+
+
 def load_sessions(data: str | bytes) -> list[Session]:
     """Parse sessions from ADK session JSON: one session, a JSON array of sessions, or
     JSON lines (one session per line, as ``adk-sqlstore export --out -`` writes).
 
     Raises:
-        pydantic.ValidationError: a document is not a session.
-        ValueError: the data is not JSON (``json.JSONDecodeError``) or not UTF-8.
+        ValueError: the data is not JSON, not UTF-8, or a document is not a session;
+            the message says which line (JSON lines) or item (an array), and which
+            fields, with the values found (:func:`describe_invalid`).
     """
     text = data.decode("utf-8") if isinstance(data, bytes) else data
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         if not exc.msg.startswith("Extra data"):
-            raise
-        return [load_session(line) for line in text.splitlines() if line.strip()]
-    items = document if isinstance(document, list) else [document]
-    return [load_session(json.dumps(item, ensure_ascii=False)) for item in items]
+            raise ValueError(f"not JSON: {exc}") from None
+        return [
+            _parsed(line, f"line {number}: ")
+            for number, line in enumerate(text.splitlines(), 1)
+            if line.strip()
+        ]
+    if not isinstance(document, list):
+        return [_parsed(json.dumps(document, ensure_ascii=False), "")]
+    return [
+        _parsed(json.dumps(item, ensure_ascii=False), f"item {index}: ")
+        for index, item in enumerate(document)
+    ]
 
 
 def dump_session(session: Session) -> str:

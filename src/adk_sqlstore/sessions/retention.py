@@ -146,7 +146,7 @@ async def forget_user(store: Store, *, app_name: str, user_id: str) -> dict[str,
     counts = await retry_conflicts(forget)
     if not any(counts.values()):
         return counts
-    purged = await store.purge_deleted_text()
+    purged = await store.purge_deleted_text(user_id=user_id)
     if purged.wal_pending:
         logger.warning(
             "forget_user (app %r): another connection is reading an older snapshot of the"
@@ -156,10 +156,11 @@ async def forget_user(store: Store, *, app_name: str, user_id: str) -> dict[str,
         )
     if purged.stale_statistics:
         logger.warning(
-            "forget_user (app %r): %s have no rows left, and PostgreSQL keeps an empty"
-            " table's old statistics (pg_stats) until rows come back and ANALYZE runs; a"
-            " superuser may clear them with DELETE FROM pg_statistic WHERE starelid ="
-            " '<table>'::regclass",
+            "forget_user (app %r): %s have no rows left (on Citus: in the user's shard), and"
+            " PostgreSQL keeps an empty table's old statistics (pg_stats) until rows come"
+            " back and ANALYZE runs; forget_user run by a superuser clears them (or, as one:"
+            " DELETE FROM pg_statistic WHERE starelid = '<table>'::regclass, on Citus on"
+            " each worker for the shard)",
             app_name,
             ", ".join(purged.stale_statistics),
         )

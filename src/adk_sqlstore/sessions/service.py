@@ -22,6 +22,7 @@ from ..validation import (
     MAX_ROWS,
     check_count,
     check_identifier,
+    check_not_called_by_adk,
 )
 from .appending import AfterAppend, Appender
 from .codec import (
@@ -175,7 +176,9 @@ class SqlSessionService(OnStore, Generic[SessionT, EventT, ListT]):
             AlreadyExistsError: the id is taken for this app and user, also when two
                 creates race.
             InvalidIdentifierError, InvalidStateError: nothing is written.
+            TypeError: called by ADK itself (pass ADK the adk_sqlstore.adk class).
         """
+        check_not_called_by_adk("SqlSessionService")
         row, state_now = await create_session(
             self._store,
             self._codec,
@@ -212,7 +215,9 @@ class SqlSessionService(OnStore, Generic[SessionT, EventT, ListT]):
 
         Raises:
             InvalidArgumentError: ``config`` is not a config.
+            TypeError: called by ADK itself (pass ADK the adk_sqlstore.adk class).
         """
+        check_not_called_by_adk("SqlSessionService")
         key = session_key(app_name, user_id, session_id)
         checked = parse_config(config)
         async with self._store.autocommit() as conn:

@@ -28,12 +28,13 @@ and "Reference tables" (create_distributed_table, colocate_with, create_referenc
 
 from __future__ import annotations
 
-from sqlalchemy import text
+from sqlalchemy import Table, text
 from sqlalchemy.engine import Connection
 
 from ..schema import ALEMBIC_VERSION_TABLE, app_state, metadata, sessions
 from .citus import APPEND_FUNCTION, WRITE_MEMORIES_FUNCTION
 from .memory import MEMORY_COMPARED, MEMORY_UPDATABLE, PG_COLUMN_TYPES
+from .schema_version import lock_migrations
 
 __all__ = [
     "DISTRIBUTION_COLUMN",
@@ -260,6 +261,23 @@ def _create_functions(connection: Connection) -> None:
         )
 
 
+_RECOUNT = """
+DELETE FROM sqlstore_memory_terms;
+DELETE FROM sqlstore_memory_stats;
+INSERT INTO sqlstore_memory_stats (app_name, user_id, doc_count, lexeme_count)
+SELECT app_name, user_id, count(*), sum(token_count) FROM sqlstore_memories
+GROUP BY app_name, user_id;
+INSERT INTO sqlstore_memory_terms (app_name, user_id, term, df)
+SELECT m.app_name, m.user_id, x.term, count(*)
+  FROM sqlstore_memories m,
+       unnest(string_to_array(m.terms, ' ')
+              || ('~' || sqlstore_length_class(m.token_count))) AS x(term)
+ GROUP BY m.app_name, m.user_id, x.term
+"""
+"""The search statistics counted again from the memories (statements separated by
+``;``), each statement of colocated tables run on every shard at once."""
+
+
 def _run_script(connection: Connection, script: str, separator: str) -> None:
     for statement in script.split(separator):
         if statement.strip():
@@ -315,62 +333,92 @@ def _memory_key_has_user(connection: Connection) -> bool:
 
 
 def distribute(connection: Connection) -> list[str]:
-    """Distribute the store's tables over the Citus cluster (see the module's text), in
-    the caller's transaction, idempotently.
+    """Distribute the store's tables over the Citus cluster (see the module's text),
+    idempotently, a step per transaction under the migration lock (committed on
+    ``connection`` as it goes: Citus records a table's sequence and the functions it
+    propagates over connections of its own, which must see what came before).
 
     Returns:
-        The tables this call distributed (or made reference tables), in schema order;
-        empty when all already were, or when Citus is not installed here.
+        The tables this call distributed (or made reference tables), in the order it
+        did; empty when all already were, or when Citus is not installed here.
+
+    Also (re)creates the store's distributed functions (:mod:`.citus`' names) and, when
+    it distributed the memories, counts their search statistics again (the copy of a
+    store's rows into the shards ran the row triggers over them).
 
     Raises:
         ValueError: a table of the schema has no ``user_id`` and is not the app state.
-
-    Also (re)creates the store's distributed functions (:mod:`.citus`' names).
-        sqlalchemy.exc.DBAPIError: Citus refused (e.g. no worker node was added: the
-            tables are then distributed onto the coordinator alone).
+        sqlalchemy.exc.DBAPIError: Citus refused.
     """
     if not citus_installed(connection):
         return []
-    done = _distribute_tables(connection, distributed_tables(connection))
+    done = []
+    while (table := _next_table(connection)) is not None:
+        _distribute_table(connection, table)
+        connection.commit()
+        done.append(table.name)
+    _step(connection)
+    if "sqlstore_memories" in done:
+        _run_script(connection, _RECOUNT, ";")
     # the functions every time: a newer version of the library may have changed them
     _create_functions(connection)
+    connection.commit()
     return done
 
 
-def _distribute_tables(connection: Connection, known: dict[str, str]) -> list[str]:
-    # sessions first: the others are colocated with it
+def _step(connection: Connection) -> None:
+    """Begin a step: the migration lock, Citus's settings for it."""
+    lock_migrations(connection)
+    # Colocated tables with foreign keys between them: Citus asks for its sequential
+    # mode; the statistics triggers write colocated tables: allowed when told so.
+    connection.execute(text("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'"))
+    connection.execute(text("SET LOCAL citus.enable_unsafe_triggers TO on"))
+
+
+_LAST = ("sqlstore_memories", "sqlstore_memory_embeddings")
+"""Distributed last: the copy of a store's memories into the shards runs the statistics
+triggers, which write the statistics tables, distributed by then (and the vectors refer
+to the memories)."""
+
+
+def _next_table(connection: Connection) -> Table | None:
+    """The next table to distribute (sessions first: the others are colocated with
+    it), in a new step; before the memories, their keys and triggers made Citus's (and
+    committed)."""
+    _step(connection)
+    known = distributed_tables(connection)
     tables = sorted(
         (t for t in metadata.sorted_tables if t.name != ALEMBIC_VERSION_TABLE),
-        key=lambda t: t is not sessions,
+        key=lambda t: (t is not sessions, _LAST.index(t.name) if t.name in _LAST else -1),
     )
     todo = [t for t in tables if t.name not in known]
     if not todo:
-        return []
-    # Colocated tables with foreign keys between them, in one transaction: Citus asks
-    # for its sequential mode there.
-    connection.execute(text("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'"))
-    connection.execute(text("SET LOCAL citus.enable_unsafe_triggers TO on"))
-    if "sqlstore_memories" not in known:
+        return None
+    if todo[0].name == "sqlstore_memories" and (
+        _has_statement_triggers(connection) or not _memory_key_has_user(connection)
+    ):
         if _has_statement_triggers(connection):
             _run_script(connection, ROW_TRIGGERS, ";;")
         if not _memory_key_has_user(connection):
             _run_script(connection, _KEYS_WITH_USER, ";")
-    done = []
-    for table in todo:
-        if table is app_state:
-            connection.execute(text(f"SELECT create_reference_table('{table.name}')"))
-        elif DISTRIBUTION_COLUMN in table.c:
-            connection.execute(
-                text(
-                    f"SELECT create_distributed_table('{table.name}', '{DISTRIBUTION_COLUMN}',"
-                    f" colocate_with => :colocate)"
-                ),
-                {"colocate": "none" if table is sessions else sessions.name},
-            )
-        else:
-            raise ValueError(
-                f"{table.name} has no {DISTRIBUTION_COLUMN} column and is not the app state:"
-                " say in adk_sqlstore.sql.citus how Citus should place it"
-            )
-        done.append(table.name)
-    return done
+        connection.commit()
+        _step(connection)
+    return todo[0]
+
+
+def _distribute_table(connection: Connection, table: Table) -> None:
+    if table is app_state:
+        connection.execute(text(f"SELECT create_reference_table('{table.name}')"))
+    elif DISTRIBUTION_COLUMN in table.c:
+        connection.execute(
+            text(
+                f"SELECT create_distributed_table('{table.name}', '{DISTRIBUTION_COLUMN}',"
+                " colocate_with => :colocate)"
+            ),
+            {"colocate": "none" if table is sessions else sessions.name},
+        )
+    else:
+        raise ValueError(
+            f"{table.name} has no {DISTRIBUTION_COLUMN} column and is not the app state:"
+            " say in adk_sqlstore.sql.distribution how Citus should place it"
+        )

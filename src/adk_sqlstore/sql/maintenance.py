@@ -87,7 +87,9 @@ class Purge:
     stale_statistics: list[str] = field(default_factory=list)
 
 
-async def purge_deleted_text(conn: AsyncConnection, *, wait: float = WAL_PURGE_WAIT) -> Purge:
+async def purge_deleted_text(
+    conn: AsyncConnection, *, wait: float = WAL_PURGE_WAIT, user_id: str | None = None
+) -> Purge:
     """Make deleted text unrecoverable where the database leaves it behind (after a
     user is forgotten; ``conn`` outside any transaction).
 
@@ -107,7 +109,9 @@ async def purge_deleted_text(conn: AsyncConnection, *, wait: float = WAL_PURGE_W
     are deleted where the role may (a superuser), else reported (``stale_statistics``).
     The deleted rows themselves stay in the table files until (auto)VACUUM. On Citus the
     ANALYZE reaches every shard on every worker, and the statistics of each shard left
-    with no rows are deleted on its worker (a superuser: ``run_command_on_shards``).
+    with no rows are deleted on its worker (a superuser: ``run_command_on_shards``);
+    ``stale_statistics`` then names the tables whose shard holding ``user_id`` (the
+    user just forgotten, if given) is left empty.
 
     MySQL and MariaDB: nothing is done here. InnoDB's statistics hold no values, and
     its memory postings are rows deleted with the memories; its pages keep deleted
@@ -122,7 +126,7 @@ async def purge_deleted_text(conn: AsyncConnection, *, wait: float = WAL_PURGE_W
     # distributed database they run on every shard (docs/scaling.md).
     await conn.execute(text(f"/* statistics */ ANALYZE {', '.join(USER_TABLES)}"))
     citus = on_citus(conn)
-    empty = [table for table in USER_TABLES if await _has_empty_part(conn, table, citus)]
+    empty = [t for t in USER_TABLES if await _has_empty_part(conn, t, citus, user_id)]
     if not empty:
         return Purge()
     may_delete = (
@@ -149,7 +153,9 @@ async def purge_deleted_text(conn: AsyncConnection, *, wait: float = WAL_PURGE_W
 # shard's name for %1$s).
 _CITUS_EMPTY_SHARDS = text(
     "/* statistics */ SELECT count(*) FROM run_command_on_shards(CAST(:table AS regclass),"
-    " 'SELECT NOT EXISTS (SELECT 1 FROM %1$s)') WHERE result = 't'"
+    " 'SELECT NOT EXISTS (SELECT 1 FROM %1$s)') WHERE result = 't' AND (CAST(:user_id AS TEXT)"
+    " IS NULL OR shardid = get_shard_id_for_distribution_column(CAST(:table AS regclass),"
+    " CAST(:user_id AS TEXT)))"
 )
 _CITUS_DELETE_EMPTY_SHARD_STATISTICS = text(
     "/* statistics */ SELECT count(*) FROM run_command_on_shards(CAST(:table AS regclass),"
@@ -159,10 +165,14 @@ _CITUS_DELETE_EMPTY_SHARD_STATISTICS = text(
 )
 
 
-async def _has_empty_part(conn: AsyncConnection, table: str, citus: bool) -> bool:
-    """Whether ``table`` has no rows (on Citus: whether any shard of it has none)."""
+async def _has_empty_part(
+    conn: AsyncConnection, table: str, citus: bool, user_id: str | None
+) -> bool:
+    """Whether ``table`` has no rows (on Citus: whether its shard holding ``user_id``,
+    or with ``None`` any shard of it, has none)."""
     if citus:
-        return bool((await conn.execute(_CITUS_EMPTY_SHARDS, {"table": table})).scalar())
+        params = {"table": table, "user_id": user_id}
+        return bool((await conn.execute(_CITUS_EMPTY_SHARDS, params)).scalar())
     statement = text(f"/* statistics */ SELECT NOT EXISTS (SELECT 1 FROM {table})")
     return bool((await conn.execute(statement)).scalar())
 

@@ -1,0 +1,237 @@
+"""The rough edges a new user hit in their first hour (issue 33), one test each: what
+the user typed, and the one clear line they should get back."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from adk_sqlstore import SqlMemoryService, SqlSessionService
+from adk_sqlstore.cli import app
+from adk_sqlstore.errors import ConfigurationError
+
+from .conftest import REPO, MysqlFactory, PostgresFactory
+from .helpers import runner
+
+README = (REPO / "README.md").read_text()
+
+
+# 1. a driver that is not installed: one line naming the extra, library and CLI alike
+@pytest.mark.parametrize(
+    ("url", "driver", "extra"),
+    [
+        ("mysql://root@127.0.0.1:3306/test", "asyncmy", "mysql"),
+        ("mariadb://root@127.0.0.1:3306/test", "asyncmy", "mysql"),
+        ("postgresql://postgres@127.0.0.1:5432/postgres", "asyncpg", "postgres"),
+    ],
+)
+def test_a_missing_driver_is_one_line_naming_the_extra(
+    url: str, driver: str, extra: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [m for m in sys.modules if m == driver or m.startswith(driver + ".")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, driver, None)  # as if not installed
+    with pytest.raises(ConfigurationError) as caught:
+        SqlSessionService.from_url(url)
+    message = str(caught.value)
+    assert f"pip install 'adk-sqlstore[{extra}]'" in message and "\n" not in message
+    result = runner.invoke(app, ["sessions", "list", "--app", "a", "--url", url])
+    assert result.exit_code == 1
+    assert result.output.strip().count("\n") == 0, result.output
+    assert f"adk-sqlstore[{extra}]" in result.output and "Traceback" not in result.output
+
+
+# 2. a session file that is not a session: which field, which event, which line
+def test_a_bad_session_file_names_the_field_the_event_and_the_value(
+    tmp_path: Path, db_url: str
+) -> None:
+    bad = tmp_path / "bad.session.json"
+    event = {"author": "user", "timestamp": "yesterday"}
+    bad.write_text(json.dumps({"id": "s", "app_name": "a", "user_id": "u", "events": [event]}))
+    result = runner.invoke(app, ["import", str(bad), "--url", db_url])
+    assert result.exit_code == 1
+    assert "events[0].timestamp" in result.output and "'yesterday'" in result.output
+    lines = tmp_path / "lines.session.json"
+    good = {"id": "t", "app_name": "a", "user_id": "u"}
+    lines.write_text(json.dumps(good) + "\n" + json.dumps({"id": 5, "app_name": "a"}) + "\n")
+    result = runner.invoke(app, ["import", str(lines), "--url", db_url])
+    assert result.exit_code == 1 and "line 2: id: " in result.output, result.output
+    array = tmp_path / "array.session.json"
+    array.write_text(json.dumps([good, {**good, "id": "u", "events": [event]}]))
+    result = runner.invoke(app, ["import", str(array), "--url", db_url])
+    assert "item 1: events[0].timestamp" in result.output, result.output
+
+
+# 3. a SQLite file in a folder that does not exist: the advice works as given
+def test_the_advice_for_a_missing_sqlite_folder_makes_it(tmp_path: Path) -> None:
+    url = "sqlite:///nonexistent/dir/x.db"
+    result = runner.invoke(app, ["sessions", "list", "--app", "a", "--url", url])
+    assert result.exit_code == 1
+    advice = result.output.split("create it with: ", 1)[1].strip()
+    assert advice.startswith("mkdir -p ") and advice.endswith(f"adk-sqlstore migrate --url {url}")
+    command = advice.replace("adk-sqlstore", str(Path(sys.executable).parent / "adk-sqlstore"))
+    done = subprocess.run(command, shell=True, cwd=Path.cwd(), capture_output=True, text=True)
+    try:
+        assert done.returncode == 0, done.stderr
+    finally:
+        shutil.rmtree(Path.cwd() / "nonexistent", ignore_errors=True)
+
+
+# 4. messages show the URL as the user wrote it, never the driver's spelling
+def _unmigrated(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> str:
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'empty.db'}"
+    factory: PostgresFactory | MysqlFactory = request.getfixturevalue(f"{backend}_factory")
+    return factory.create(migrate=False)
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("mysql", marks=pytest.mark.mysql),
+    ],
+)
+def test_messages_show_the_url_as_written(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    url = _unmigrated(request, backend, tmp_path)
+    result = runner.invoke(app, ["sessions", "list", "--app", "a", "--url", url])
+    assert result.exit_code == 1 and "adk-sqlstore migrate" in result.output
+    assert not re.search(r"\+(asyncpg|asyncmy|aiosqlite)|charset=", result.output), result.output
+    written = url.split("://", 1)[0] + "://"
+    assert written in result.output
+    done = runner.invoke(app, ["migrate", "--url", url])
+    assert done.exit_code == 0 and not re.search(r"\+(asyncpg|asyncmy|aiosqlite)", done.output)
+
+
+def test_a_url_without_a_scheme_lists_every_database() -> None:
+    result = runner.invoke(app, ["sessions", "list", "--app", "a", "--url", "localhost/db"])
+    assert result.exit_code == 1
+    for scheme in ("postgresql://", "mysql://", "sqlite:///"):
+        assert scheme in result.output
+
+
+# 5. the core service given to ADK's Runner: stopped at the first call, naming the class
+async def test_the_core_service_given_to_adk_says_which_class_adk_needs(sqlite_url: str) -> None:
+    pytest.importorskip("google.adk", reason="the adk extra is not installed")
+    from google.adk.agents import LlmAgent
+    from google.adk.runners import Runner
+    from google.genai import types
+
+    async with SqlSessionService.from_url(sqlite_url) as core:
+        agent = LlmAgent(name="helper", model="gemini-2.0-flash")
+        runner_ = Runner(app_name="a", agent=agent, session_service=core)  # type: ignore[arg-type]
+        message = types.Content(role="user", parts=[types.Part(text="hi")])
+        with pytest.raises(TypeError, match=r"from adk_sqlstore\.adk import SqlSessionService"):
+            async for _ in runner_.run_async(user_id="u", session_id="s", new_message=message):
+                pass
+        memory = SqlMemoryService(core.store)
+        assert repr(memory).endswith("for ADK use adk_sqlstore.adk>")  # pydantic shows the end
+        # the ADK classes, which call the core ones, are not refused
+        from adk_sqlstore.adk import SqlSessionService as AdkSessions
+
+        async with AdkSessions(store=core.store) as adk_sessions:
+            made = await adk_sessions.create_session(app_name="a", user_id="u")
+            assert await adk_sessions.get_session(app_name="a", user_id="u", session_id=made.id)
+
+
+# 7. an embedder whose libraries are missing fails when the service is made
+def test_an_embedder_without_its_extra_fails_when_the_service_is_made(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
+    with pytest.raises(ConfigurationError, match=r"adk-sqlstore\[embeddings\]"):
+        SqlMemoryService.from_url(sqlite_url, embedder="minilm")
+    with pytest.raises(ConfigurationError, match=r"adk-sqlstore\[embeddings\]"):
+        SqlMemoryService.from_url(sqlite_url + "?embedder=minilm")
+
+
+# 8. artifacts get without --session names the option
+def test_artifacts_get_without_a_session_names_the_option(sqlite_url: str) -> None:
+    args = ["artifacts", "get", "report.pdf", "--app", "a", "--user", "u", "--url", sqlite_url]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1 and "--session" in result.output
+    assert "session_id" not in result.output
+
+
+# 9. help and docs that say what the commands do; a --version
+def test_forget_user_says_it_deletes_artifacts() -> None:
+    help_text = runner.invoke(app, ["forget-user", "--help"]).output
+    assert "artifacts" in help_text
+    asked = runner.invoke(app, ["forget-user", "--app", "a", "--user", "u"], input="n\n")
+    assert "artifact" in asked.output
+
+
+def test_version() -> None:
+    from importlib.metadata import version
+
+    result = runner.invoke(app, ["--version"])
+    assert (
+        result.exit_code == 0 and result.output.strip() == f"adk-sqlstore {version('adk-sqlstore')}"
+    )
+
+
+def test_the_readme_lists_every_source_import_adk_reads() -> None:
+    help_text = runner.invoke(app, ["import-adk", "--help"]).output
+    assert "MySQL" in help_text
+    assert "import-adk --source mysql://" in README
+
+
+def test_the_readme_and_the_makefile_give_the_same_test_times() -> None:
+    header = (REPO / "Makefile").read_text().split("\n\n", 1)[0]
+    entries = {e.split()[0]: e for e in header.split("#   make ")[1:]}
+    for target in ("test", "test-all", "test-citus"):
+        in_readme = re.search(rf"\| `make {target}` \|[^\n]*\| about ([\d.]+ min) \|", README)
+        in_make = re.search(r"about ([\d.]+ min)", entries[target])
+        assert in_readme and in_make, target
+        assert in_readme.group(1) == in_make.group(1), target
+
+
+# 10. examples import only what they use; the package docstrings name every database
+def test_readme_examples_import_only_what_they_use(tmp_path: Path) -> None:
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed (the dev extra)")
+    for n, code in enumerate(re.findall(r"```python\n(.*?)```", README, re.S)):
+        path = tmp_path / f"example{n}.py"
+        path.write_text(code)
+        done = subprocess.run(
+            [ruff, "check", "--isolated", "--select", "F401,F811,F841", str(path)],
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stdout
+
+
+def test_the_package_docstrings_name_every_database() -> None:
+    import adk_sqlstore
+
+    assert adk_sqlstore.__doc__ is not None and "MySQL" in adk_sqlstore.__doc__
+    pytest.importorskip("google.adk", reason="the adk extra is not installed")
+    import adk_sqlstore.adk
+
+    assert adk_sqlstore.adk.__doc__ is not None and "MySQL" in adk_sqlstore.adk.__doc__
+
+
+# 11. where the examples' data goes, and how big it is
+async def test_info_shows_the_default_file_and_its_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    monkeypatch.delenv("ADK_SQLSTORE_DATABASE_URL", raising=False)
+    default = tmp_path / "adk-sqlstore" / "adk_sqlstore.db"
+    assert "not created yet" in runner.invoke(app, ["info"]).output
+    async with SqlSessionService.from_url() as sessions:
+        await sessions.create_session(app_name="a", user_id="u")
+    shown = runner.invoke(app, ["info"]).output
+    assert str(default) in shown and "embedded default" in shown
+    assert re.search(r"[\d,]+ bytes", shown)
+    assert "adk-sqlstore info" in README
