@@ -12,7 +12,7 @@ NEWEST_PYTHON ?= python3.13
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-all test-citus test-lowest test-newest-python test-embeddings lint bench bench-smoke check clean
+.PHONY: demo test test-all test-citus docs test-lowest test-newest-python test-embeddings lint bench bench-smoke check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -88,6 +88,11 @@ bench: $(VENV)/.installed-dev  # the full run behind benchmarks/RESULTS.md (abou
 bench-smoke: $(VENV)/.installed-dev  # every benchmark at a tiny size (CI)
 	$(BIN)/python -m benchmarks run --size small
 	$(BIN)/python -m benchmarks citus --size small
+
+# The documentation site from docs/ (mkdocs-material; the API reference from the
+# docstrings, the command line's from the command itself), warnings as errors (CI).
+docs: $(VENV)/.installed-dev
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests migrations benchmarks

@@ -295,9 +295,9 @@ async def test_forget_user_leaves_no_statistics_on_any_worker(
 async def test_the_fan_out_calls_work(cluster: CitusCluster, citus_url: str) -> None:
     """prune (the CLI's too), the idle-ingestion scan and listing an app's sessions span
     shards; they run on the cluster (prune used to fail: FOR UPDATE across shards)."""
-    from typer.testing import CliRunner
-
     from adk_sqlstore.cli import app as cli
+
+    from .helpers import runner
 
     await _migrated(citus_url)
     async with SqlSessionService.from_url(citus_url) as sessions:
@@ -317,7 +317,7 @@ async def test_the_fan_out_calls_work(cluster: CitusCluster, citus_url: str) -> 
         assert pruned.sessions == 6 and pruned.memories == 6
         assert (await sessions.list_sessions(app_name="a")).sessions == []
     args = ["prune", "--older-than", "1d", "--yes", "--url", citus_url]
-    result = await asyncio.to_thread(CliRunner().invoke, cli, args)
+    result = await asyncio.to_thread(runner.invoke, cli, args)
     assert result.exit_code == 0, result.output
 
 
@@ -544,11 +544,11 @@ async def test_a_role_that_owns_the_database_migrates_and_runs_it(cluster: Citus
         await memory.add_session_to_memory(session)
         assert (await memory.search_memory(app_name="a", user_id="u", query="kayak")).memories
     # not a superuser: the emptied shards' statistics are left, and the command says so
-    from typer.testing import CliRunner
-
     from adk_sqlstore.cli import app as cli
 
+    from .helpers import runner
+
     args = ["forget-user", "--app", "a", "--user", "u", "--yes", "--url", url]
-    result = await asyncio.to_thread(CliRunner().invoke, cli, args)
+    result = await asyncio.to_thread(runner.invoke, cli, args)
     assert result.exit_code == 0, result.output
     assert "warning: forget_user" in result.output and "the user's shard" in result.output

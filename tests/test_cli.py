@@ -345,7 +345,7 @@ def test_demo_runs_twice_on_the_embedded_default(
     env.update(XDG_DATA_HOME=str(tmp_path))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     monkeypatch.delenv(DATABASE_URL_ENV, raising=False)
-    readme_use = next(code for code in EXAMPLES if 'app_name="lunch-app"' in code)
+    readme_use = next(code for _, code in EXAMPLES if 'app_name="lunch-app"' in code)
     subprocess.run([sys.executable, "-c", readme_use], env=env, check=True, timeout=120)
     users_data = run_sync(_snapshot("lunch-app"))
     assert len(users_data) == 2 and users_data[0][2]["user:diet"] == "vegetarian"

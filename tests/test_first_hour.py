@@ -20,6 +20,8 @@ from .conftest import REPO, MysqlFactory, PostgresFactory
 from .helpers import runner
 
 README = (REPO / "README.md").read_text()
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+DOCS = "\n".join(page.read_text() for page in PAGES)  # the README and the site's pages
 
 
 # 1. a driver that is not installed: one line naming the extra, library and CLI alike
@@ -182,7 +184,7 @@ def test_version() -> None:
 def test_the_readme_lists_every_source_import_adk_reads() -> None:
     help_text = runner.invoke(app, ["import-adk", "--help"]).output
     assert "MySQL" in help_text
-    assert "import-adk --source mysql://" in README
+    assert "import-adk --source mysql://" in DOCS
 
 
 def test_the_readme_and_the_makefile_give_the_same_test_times() -> None:
@@ -200,7 +202,7 @@ def test_readme_examples_import_only_what_they_use(tmp_path: Path) -> None:
     ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
     if ruff is None:
         pytest.skip("ruff is not installed (the dev extra)")
-    for n, code in enumerate(re.findall(r"```python\n(.*?)```", README, re.S)):
+    for n, code in enumerate(re.findall(r"```python\n(.*?)```", DOCS, re.S)):
         path = tmp_path / f"example{n}.py"
         path.write_text(code)
         done = subprocess.run(
@@ -235,3 +237,30 @@ async def test_info_shows_the_default_file_and_its_size(
     assert str(default) in shown and "embedded default" in shown
     assert re.search(r"[\d,]+ bytes", shown)
     assert "adk-sqlstore info" in README
+
+
+# 12. where we differ from ADK's SQL services, each listed in docs/adk-compatibility.md
+async def test_events_with_equal_timestamps_come_back_in_append_order(db_url: str) -> None:
+    """ADK's DatabaseSessionService orders events by timestamp, then by id (a random
+    UUID): equal timestamps come back shuffled. Ours come back as appended."""
+    from adk_sqlstore import Event
+
+    async with SqlSessionService.from_url(db_url) as sessions:
+        session = await sessions.create_session(app_name="a", user_id="u")
+        for n in range(12):
+            await sessions.append_event(
+                session, Event(author="user", timestamp=1_700_000_000.0, invocation_id=str(n))
+            )
+        got = await sessions.get_session(app_name="a", user_id="u", session_id=session.id)
+        assert got is not None
+        assert [e.invocation_id for e in got.events] == [str(n) for n in range(12)]
+
+
+def test_the_compatibility_list_names_our_differences_from_adks_sql_services() -> None:
+    text = (REPO / "docs" / "adk-compatibility.md").read_text()
+    section = text.split("## Where we differ from ADK's SQL services", 1)[1]
+    for test in (
+        "test_events_with_equal_timestamps_come_back_in_append_order",
+        "test_non_json_values_are_rejected_naming_the_key_and_nothing_is_written",
+    ):
+        assert test in section

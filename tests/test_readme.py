@@ -1,4 +1,5 @@
-"""The README's Python examples run as written."""
+"""The Python examples of the README and of every documentation page run as written,
+each in a folder and a default database of its own, and print what their comments say."""
 
 from __future__ import annotations
 
@@ -14,10 +15,15 @@ from adk_sqlstore.urls import DATABASE_URL_ENV
 
 from .conftest import REPO
 
-EXAMPLES = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+EXAMPLES = [
+    (f"{page.relative_to(REPO)}:{n}", code)
+    for page in PAGES
+    for n, code in enumerate(re.findall(r"```python\n(.*?)```", page.read_text(), re.S))
+]
 
 
-@pytest.mark.parametrize("code", EXAMPLES, ids=[f"example{n}" for n in range(len(EXAMPLES))])
+@pytest.mark.parametrize("code", [code for _, code in EXAMPLES], ids=[i for i, _ in EXAMPLES])
 def test_readme_example_runs(code: str, tmp_path: Path) -> None:
     if "adk_sqlstore.adk" in code:
         pytest.importorskip("google.adk", reason="the adk extra is not installed")

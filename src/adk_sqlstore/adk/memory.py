@@ -36,12 +36,16 @@ class SqlMemoryService(BaseMemoryService, OnStore):
         store: a :class:`~adk_sqlstore.Store` (or an engine) you manage, e.g.
             ``session_service.store``.
         engine: the same as ``store``, for an engine (e.g. ``session_service.engine``).
-        redactors, mask_card_numbers: the ingestion filter.
+        redactors: the ingestion filter's own rules (as for
+            :class:`adk_sqlstore.SqlMemoryService`).
+        mask_card_numbers: whether the filter masks payment card numbers (default yes).
         language: the search language (as for :class:`adk_sqlstore.SqlMemoryService`);
             also ``?language=german`` in the URI (the keyword wins).
-        embedder, hybrid_weight, hybrid_candidates: hybrid search (as for
-            :class:`adk_sqlstore.SqlMemoryService`); the embedder also as
-            ``?embedder=minilm`` in the URI (the keyword wins).
+        embedder: hybrid search's embedder (as for
+            :class:`adk_sqlstore.SqlMemoryService`); also ``?embedder=minilm`` in the
+            URI (the keyword wins).
+        hybrid_weight: the vector half's weight in the fusion, likewise.
+        hybrid_candidates: how many candidates each half brings, likewise.
         generator: memory generation (as for :class:`adk_sqlstore.SqlMemoryService`):
             a :class:`~adk_sqlstore.MemoryGenerator` or a model (the agent's own
             ``Gemini(...)``, ``LiteLlm(...)``, a model name); also

@@ -36,8 +36,9 @@ class SqlSessionService(BaseSessionService, OnStore):
         after_append: called after each committed append, e.g.
             :class:`~adk_sqlstore.IngestEvery`.
         memory_checkpoint: the former name of ``after_append`` (deprecated).
-        max_event_bytes, max_state_value_bytes: size limits (default 8 MiB per event,
-            1 MiB per state value), as for :class:`adk_sqlstore.SqlSessionService`.
+        max_event_bytes: the largest event (default 8 MiB), as for
+            :class:`adk_sqlstore.SqlSessionService`.
+        max_state_value_bytes: the largest state value (default 1 MiB), likewise.
         **settings: connection settings (:mod:`adk_sqlstore.settings`); ``agents_dir``
             means ADK's server (its service registry) is building the service.
 

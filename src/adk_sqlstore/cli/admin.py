@@ -62,16 +62,19 @@ def migrate(url: UrlOption = None) -> None:
         finally:
             await engine.dispose()
         if before == after:
-            consoles.out.print(f"{target.display}: already at revision {after}")
+            consoles.out.print(f"{target.display}: already at revision {after}", soft_wrap=True)
         else:
-            consoles.out.print(f"{target.display}: migrated from {before or 'empty'} to {after}")
+            consoles.out.print(
+                f"{target.display}: migrated from {before or 'empty'} to {after}", soft_wrap=True
+            )
         if citus is not None:
             tables, workers = citus
             spread = sorted(name for name, kind in tables.items() if kind == "distributed")
             copied = sorted(name for name, kind in tables.items() if kind == "reference")
             consoles.out.print(
                 f"Citus: {len(spread)} tables distributed by user_id (colocated) over"
-                f" {workers} worker node(s); reference table(s): {', '.join(copied) or 'none'}"
+                f" {workers} worker node(s); reference table(s): {', '.join(copied) or 'none'}",
+                soft_wrap=True,
             )
         if target.language is not None:  # ?language=: memories indexed for it
             async with SqlMemoryService.from_url(url) as memory:
@@ -121,7 +124,7 @@ async def _warnings_shown() -> AsyncIterator[None]:
 
     class Shown(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            consoles.err.print(f"warning: {record.getMessage()}", style="yellow")
+            consoles.err.print(f"warning: {record.getMessage()}", style="yellow", soft_wrap=True)
 
     handler = Shown(logging.WARNING)
     logging.getLogger("adk_sqlstore").addHandler(handler)

@@ -1,0 +1,34 @@
+"""mkdocs hook: the command line's reference, generated from the command itself.
+
+Replaces ``<!-- cli-reference -->`` in a page with the ``--help`` of ``adk-sqlstore``
+and of each of its commands, as the installed package prints them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+MARKER = "<!-- cli-reference -->"
+
+
+def _help(command: Any, path: list[str]) -> list[str]:
+    """The help of ``command`` (a click command, as typer makes it) and its commands'."""
+    ctx = command.context_class(command, info_name=" ".join(path), terminal_width=88)
+    text = command.get_help(ctx)
+    heading = "#" * min(3 + len(path) - 1, 5)
+    lines = [f"{heading} `{' '.join(path)}`", "", "```text", text, "```", ""]
+    if hasattr(command, "list_commands"):
+        for name in sorted(command.list_commands(ctx)):
+            sub = command.get_command(ctx, name)
+            if sub is not None and not sub.hidden:
+                lines += _help(sub, [*path, name])
+    return lines
+
+
+def on_page_markdown(markdown: str, **kwargs: Any) -> str:
+    if MARKER not in markdown:
+        return markdown
+    from adk_sqlstore.cli import app
+
+    return markdown.replace(MARKER, "\n".join(_help(typer.main.get_command(app), ["adk-sqlstore"])))
