@@ -16,7 +16,7 @@ from adk_sqlstore import SqlMemoryService, SqlSessionService
 from adk_sqlstore.cli import app
 from adk_sqlstore.errors import ConfigurationError
 
-from .conftest import REPO, MysqlFactory, PostgresFactory
+from .conftest import REPO, MysqlFactory, PostgresFactory, run_sync
 from .helpers import runner
 
 README = (REPO / "README.md").read_text()
@@ -264,3 +264,37 @@ def test_the_compatibility_list_names_our_differences_from_adks_sql_services() -
         "test_non_json_values_are_rejected_naming_the_key_and_nothing_is_written",
     ):
         assert test in section
+
+
+def test_export_and_import_of_the_longest_ids(tmp_path: Path, sqlite_url: str) -> None:
+    """A user id of 255 UTF-8 bytes ('é' x 127, and one more byte) percent-encodes to
+    765 characters, past a file name's 255 bytes: export used to stop there. Long names
+    are cut, with a hash to keep them apart; the files hold the full ids."""
+    from adk_sqlstore.sessions.json_files import path_component
+
+    users = ["é" * 127 + "a", "é" * 127 + "b"]
+
+    async def seed() -> None:
+        async with SqlSessionService.from_url(sqlite_url) as sessions:
+            for user in users:
+                await sessions.create_session(app_name="a", user_id=user, session_id="é" * 127)
+
+    run_sync(seed())
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["export", "--app", "a", "--out", str(out), "--url", sqlite_url])
+    assert result.exit_code == 0, result.output
+    assert len({path_component(u) for u in users}) == 2
+    assert all(len(p.name.encode()) <= 255 for p in out.rglob("*"))
+    target = f"sqlite:///{tmp_path / 'copy.db'}"
+    assert runner.invoke(app, ["migrate", "--url", target]).exit_code == 0
+    result = runner.invoke(app, ["import", str(out), "--url", target])
+    assert result.exit_code == 0, result.output
+
+    async def imported() -> list[int]:
+        async with SqlSessionService.from_url(target) as sessions:
+            return [
+                len((await sessions.list_sessions(app_name="a", user_id=user)).sessions)
+                for user in users
+            ]
+
+    assert run_sync(imported()) == [1, 1]

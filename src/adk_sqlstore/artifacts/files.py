@@ -16,8 +16,8 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
+from ..sessions.json_files import path_component
 from ..sql.artifacts import ArtifactKey
 from .service import StoredArtifact
 
@@ -27,16 +27,10 @@ RECORD_SUFFIX = ".artifact.json"
 _BYTES_SUFFIX = ".artifact.bin"
 
 
-def _component(name: str) -> str:
-    """A name as one safe path component (never ``.`` or ``..``, never hidden)."""
-    quoted = quote(name, safe="")
-    return "%2E" + quoted[1:] if quoted.startswith(".") else quoted
-
-
 def version_paths(folder: Path, key: ArtifactKey, version: int) -> tuple[Path, Path]:
     """Where a version's record and bytes go under an export ``folder``."""
-    scope = "user" if not key.session_id else f"session-{_component(key.session_id)}"
-    home = folder / "artifacts" / scope / _component(key.filename)
+    scope = "user" if not key.session_id else f"session-{path_component(key.session_id)}"
+    home = folder / "artifacts" / scope / path_component(key.filename)
     return home / f"{version}{RECORD_SUFFIX}", home / f"{version}{_BYTES_SUFFIX}"
 
 

@@ -7,7 +7,6 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Annotated
-from urllib.parse import quote
 
 import typer
 from rich.table import Table
@@ -16,7 +15,7 @@ from ..errors import SessionNotFoundError
 from ..memory import SqlMemoryService
 from ..models import Event, Session
 from ..sessions import SqlSessionService
-from ..sessions.json_files import dump_session, load_sessions, session_files
+from ..sessions.json_files import dump_session, load_sessions, path_component, session_files
 from ..state import APP_PREFIX, USER_PREFIX
 from ..store import Store
 from .artifacts import export_artifacts, import_artifacts
@@ -226,13 +225,6 @@ def import_(
     run_command(run())
 
 
-def _file_name(identifier: str) -> str:
-    """An identifier as one safe path component: percent-encoded, never "." or "..",
-    never hidden."""
-    name = quote(identifier, safe="")
-    return "%2E" + name[1:] if name.startswith(".") else name
-
-
 MEMORIES_FILE = "memories.json"
 
 
@@ -253,7 +245,7 @@ async def export_memories(
         document = await memory.export_memories(app_name=app_name, user_id=user_id)
         if not (document["memories"] or document["facts"] or document["generation"]):
             continue
-        folder = out if user is not None else out / _file_name(user_id)
+        folder = out if user is not None else out / path_component(user_id)
         folder.mkdir(parents=True, exist_ok=True)
         text = json.dumps(document, ensure_ascii=False, indent=1)
         (folder / MEMORIES_FILE).write_text(text, encoding="utf-8")
@@ -306,9 +298,9 @@ def _write_session(session: Session, out: Path, *, by_user: bool) -> Path | None
     if str(out) == "-":
         sys.stdout.write(json.dumps(json.loads(text), ensure_ascii=False) + "\n")
         return None
-    folder = out / _file_name(session.user_id) if by_user else out
+    folder = out / path_component(session.user_id) if by_user else out
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{_file_name(session.id)}.session.json").write_text(text, encoding="utf-8")
+    (folder / f"{path_component(session.id)}.session.json").write_text(text, encoding="utf-8")
     return folder
 
 

@@ -14,7 +14,11 @@ from .chat import ChatModel
 from .models import resolve_model
 from .topics import Topic, resolve_topics
 
-__all__ = ["GenerationReport", "MemoryGenerator", "resolve_generator"]
+__all__ = ["DEFAULT_MAX_ATTEMPTS", "GenerationReport", "MemoryGenerator", "resolve_generator"]
+
+DEFAULT_MAX_ATTEMPTS = 3
+"""Failed runs of a session before the automatic runs give up on it (a generator's
+``max_attempts`` unless given)."""
 
 
 class MemoryGenerator:
@@ -63,7 +67,7 @@ class MemoryGenerator:
         max_facts: int = 50,
         similar_facts: int = 5,
         timeout: float = 120.0,
-        max_attempts: int = 3,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         ttl: timedelta | float | None = None,
     ) -> None:
         self.model: ChatModel = resolve_model(model)

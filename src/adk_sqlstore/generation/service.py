@@ -20,7 +20,7 @@ from ..sql import facts as sql
 from ..store import Store, write_completes
 from ..validation import check_count, check_identifier
 from .facts import Fact, FactRevision, fact_of, revision_of
-from .generator import GenerationReport, MemoryGenerator
+from .generator import DEFAULT_MAX_ATTEMPTS, GenerationReport, MemoryGenerator
 from .history import PAST_FACTS_SEARCHED, rank_past_facts
 from .replies import MAX_FACT_CHARS, Extracted
 from .running import Generation
@@ -177,12 +177,14 @@ class MemoryFacts:
     ) -> list[tuple[str, str, str, int, str | None]]:
         """Sessions generation gave up on (failed ``max_attempts`` times; run again
         once they grow): ``(app_name, user_id, session_id, attempts, error)``, the
-        error being the last failure's message (it names no content)."""
-        run = self._generation()
+        error being the last failure's message (it names no content). Without a
+        generator, "gave up" is after :data:`~.generator.DEFAULT_MAX_ATTEMPTS`."""
+        generator = self._generator
+        attempts = DEFAULT_MAX_ATTEMPTS if generator is None else generator.max_attempts
         async with self._store.transaction(write=False) as conn:
             return await sql.pending_sessions(
                 conn, app_name=app_name, user_id=user_id, after=None, limit=limit,
-                max_attempts=run.generator.max_attempts, failed=True,
+                max_attempts=attempts, failed=True,
             )  # fmt: skip
 
     async def _past_facts(

@@ -8,10 +8,12 @@ responses, custom metadata, ...) are never renamed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from pydantic import ValidationError
 
@@ -22,6 +24,7 @@ __all__ = [
     "dump_session",
     "load_session",
     "load_sessions",
+    "path_component",
     "session_files",
 ]
 
@@ -81,6 +84,26 @@ def load_session(text: str | bytes) -> Session:
     data = _normalize(data, camel=camel)
     # Through JSON again, so that bytes (inline data) are decoded from base64 as ADK does.
     return Session.model_validate_json(json.dumps(data, ensure_ascii=False))
+
+
+_MAX_COMPONENT_BYTES = 200
+"""The longest path component written (file systems allow 255 bytes; a suffix such as
+``.session.json`` or ``.artifact.json`` comes after it)."""
+
+
+def path_component(name: str) -> str:
+    """An identifier or filename as one safe path component, for export folders:
+    percent-encoded (nothing is written outside the folder), never ``.`` or ``..``,
+    never hidden; a name whose encoding is longer than 200 bytes is cut, with the first
+    16 hex digits of its SHA-256 after a ``~``, so that two long names stay apart (the
+    files themselves hold the full names)."""
+    quoted = quote(name, safe="")
+    quoted = "%2E" + quoted[1:] if quoted.startswith(".") else quoted
+    if len(quoted) <= _MAX_COMPONENT_BYTES:
+        return quoted
+    cut = quoted[: _MAX_COMPONENT_BYTES - 17]
+    cut = cut[: cut.rfind("%")] if "%" in cut[-2:] else cut  # never half an escape
+    return f"{cut}~{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
 
 
 def describe_invalid(exc: ValidationError) -> str:

@@ -1,10 +1,14 @@
-"""mkdocs hook: the command line's reference, generated from the command itself.
+"""mkdocs hooks of the documentation site.
 
-Replaces ``<!-- cli-reference -->`` in a page with the ``--help`` of ``adk-sqlstore``
-and of each of its commands, as the installed package prints them."""
+- The command line's reference, generated from the command itself: a page's
+  ``<!-- cli-reference -->`` becomes the ``--help`` of ``adk-sqlstore`` and of each of
+  its commands, as the installed package prints them.
+- The docstrings' Sphinx roles (``:class:`~adk_sqlstore.Store```), which mkdocstrings
+  shows as written, become code: the name, or with ``~`` its last part."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import typer
@@ -32,3 +36,15 @@ def on_page_markdown(markdown: str, **kwargs: Any) -> str:
     from adk_sqlstore.cli import app
 
     return markdown.replace(MARKER, "\n".join(_help(typer.main.get_command(app), ["adk-sqlstore"])))
+
+
+_ROLE = re.compile(r":(?:class|meth|func|mod|data|attr|exc|obj):<code>(~?)([^<]+)</code>")
+
+
+def _name(match: re.Match[str]) -> str:
+    name = match.group(2)
+    return f"<code>{name.rsplit('.', 1)[-1] if match.group(1) else name}</code>"
+
+
+def on_page_content(html: str, **kwargs: Any) -> str:
+    return _ROLE.sub(_name, html)
