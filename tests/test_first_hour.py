@@ -43,6 +43,7 @@ def test_a_missing_driver_is_one_line_naming_the_extra(
         SqlSessionService.from_url(url)
     message = str(caught.value)
     assert f"pip install 'adk-sqlstore[{extra}]'" in message and "\n" not in message
+    assert f"the {driver} driver" in message
     result = runner.invoke(app, ["sessions", "list", "--app", "a", "--url", url])
     assert result.exit_code == 1
     assert result.output.strip().count("\n") == 0, result.output
@@ -68,6 +69,19 @@ def test_a_bad_session_file_names_the_field_the_event_and_the_value(
     array.write_text(json.dumps([good, {**good, "id": "u", "events": [event]}]))
     result = runner.invoke(app, ["import", str(array), "--url", db_url])
     assert "item 1: events[0].timestamp" in result.output, result.output
+
+
+def test_importing_a_file_that_is_not_there_says_so(sqlite_url: str) -> None:
+    result = runner.invoke(app, ["import", "nonexistent.session.json", "--url", sqlite_url])
+    assert result.exit_code == 1
+    assert result.output.strip() == "error: no file or folder 'nonexistent.session.json'"
+
+
+@pytest.mark.postgres
+def test_a_database_that_does_not_exist_says_to_create_it(postgres_server: str) -> None:
+    url = postgres_server.rsplit("/", 1)[0] + "/adk_sqlstore_no_such_database"
+    result = runner.invoke(app, ["info", "--url", url])
+    assert result.exit_code == 1 and "create it first (createdb" in result.output
 
 
 # 3. a SQLite file in a folder that does not exist: the advice works as given
@@ -162,6 +176,10 @@ def test_artifacts_get_without_a_session_names_the_option(sqlite_url: str) -> No
     result = runner.invoke(app, args)
     assert result.exit_code == 1 and "--session" in result.output
     assert "session_id" not in result.output
+    listed = runner.invoke(
+        app, ["artifacts", "list", "--app", "a", "--user", "u", "--url", sqlite_url]
+    )
+    assert listed.exit_code == 0 and "pass --session SESSION" in listed.output
 
 
 # 9. help and docs that say what the commands do; a --version
@@ -224,18 +242,25 @@ def test_the_package_docstrings_name_every_database() -> None:
 
 
 # 11. where the examples' data goes, and how big it is
-async def test_info_shows_the_default_file_and_its_size(
+def test_info_shows_the_default_file_and_its_size(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     monkeypatch.delenv("ADK_SQLSTORE_DATABASE_URL", raising=False)
     default = tmp_path / "adk-sqlstore" / "adk_sqlstore.db"
     assert "not created yet" in runner.invoke(app, ["info"]).output
-    async with SqlSessionService.from_url() as sessions:
-        await sessions.create_session(app_name="a", user_id="u")
+
+    async def use() -> None:
+        async with SqlSessionService.from_url() as sessions:
+            await sessions.create_session(app_name="a", user_id="u")
+
+    run_sync(use())
     shown = runner.invoke(app, ["info"]).output
     assert str(default) in shown and "embedded default" in shown
     assert re.search(r"[\d,]+ bytes", shown)
+    from adk_sqlstore.migration import HEAD_REVISION
+
+    assert f"schema: revision {HEAD_REVISION} (this version's)" in shown
     assert "adk-sqlstore info" in README
 
 
@@ -298,3 +323,25 @@ def test_export_and_import_of_the_longest_ids(tmp_path: Path, sqlite_url: str) -
             ]
 
     assert run_sync(imported()) == [1, 1]
+
+
+@pytest.mark.parametrize("typo", ["pool_sise=3", "auto_migrat=true", "languag=german"])
+def test_a_misspelt_sqlite_url_setting_is_refused_naming_it(typo: str, tmp_path: Path) -> None:
+    """PostgreSQL and MySQL URLs refused a setting they do not take; SQLite ones only
+    warned (SQLAlchemy: "not accepted by the pysqlite driver") and went on."""
+    url = f"sqlite:///{tmp_path / 'x.db'}?{typo}"
+    with pytest.raises(ConfigurationError, match=typo.split("=")[0] + "; they take"):
+        SqlSessionService.from_url(url)
+    assert SqlSessionService.from_url(f"sqlite:///{tmp_path / 'x.db'}?uri=true&mode=rwc")
+
+
+@pytest.mark.parametrize("keyword", ["url", "db_url"])
+def test_the_adk_classes_say_how_to_give_the_url(keyword: str, tmp_path: Path) -> None:
+    """``SqlSessionService(url=...)`` said "Store.from_url() got multiple values for
+    argument 'url'"; ``db_url=`` (ADK's DatabaseSessionService's name) named the
+    embedded default file."""
+    pytest.importorskip("google.adk", reason="the adk extra is not installed")
+    from adk_sqlstore.adk import SqlSessionService as AdkSessions
+
+    with pytest.raises(ConfigurationError, match=f"{keyword}= is not an argument"):
+        AdkSessions(**{keyword: f"sqlite:///{tmp_path / 'x.db'}"})  # type: ignore[arg-type]

@@ -114,7 +114,8 @@ def _missing_driver(given: URL, exc: ModuleNotFoundError) -> ConfigurationError:
     extras = {"postgresql": "postgres", "mysql": "mysql"}
     extra = extras.get(given.get_backend_name(), "sqlite")
     return ConfigurationError(
-        f"the {exc.name} driver for {shown_url(given)} is not installed: pip install"
+        f"the {(exc.name or 'its').split('.')[0]} driver for {shown_url(given)} is not"
+        " installed: pip install"
         f" 'adk-sqlstore[{extra}]'"
     )
 
@@ -127,7 +128,11 @@ def _create(url: URL, given: URL, kwargs: dict[str, Any]) -> AsyncEngine:
     except ModuleNotFoundError as exc:
         raise _missing_driver(given, exc) from exc
     except (ArgumentError, TypeError) as exc:  # keyword arguments SQLAlchemy does not take
-        raise ConfigurationError(f"cannot make an engine for {shown_url(given)}: {exc}") from exc
+        raise ConfigurationError(
+            f"cannot make an engine for {shown_url(given)}: {exc} (adk-sqlstore's settings:"
+            f" {', '.join(sorted(SETTINGS))}; any other keyword goes to SQLAlchemy's"
+            " create_async_engine)"
+        ) from exc
 
 
 _GIVEN_URL = "_adk_sqlstore_url"

@@ -184,6 +184,8 @@ _HINTS = {
     " connection pooler in transaction mode? add ?pgbouncer=true to the URL",
     "TargetServerAttributeNotMatched": "no host had the wanted target_session_attrs (no"
     " primary yet, during a failover?)",
+    "InvalidCatalogNameError": "create it first (createdb NAME, or CREATE DATABASE), then"
+    " adk-sqlstore migrate --url ...",
 }
 _CLOSED_UNDER_THE_CALL = (
     "the connection was closed under the call: a server restart or failover, a pooler,"

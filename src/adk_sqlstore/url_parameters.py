@@ -12,7 +12,7 @@ from sqlalchemy.engine import URL
 from .errors import ConfigurationError
 from .settings import SETTINGS
 
-__all__ = ["asyncmy_query", "asyncpg_query"]
+__all__ = ["asyncmy_query", "asyncpg_query", "sqlite_query"]
 
 
 _ASYNCPG_QUERY = {
@@ -97,3 +97,25 @@ def asyncmy_query(url: URL, shown: str) -> URL:
             f" do not take {', '.join(unknown)}; they take {', '.join(sorted(taken))}"
         )
     return url.set(query=query)
+
+
+_SQLITE_QUERY = {"uri", "timeout", "isolation_level", "detect_types", "check_same_thread"}
+_SQLITE_URI_QUERY = {"mode", "cache", "immutable", "nolock", "psow", "vfs"}
+
+
+def sqlite_query(url: URL, shown: str) -> URL:
+    """The URL's query as SQLAlchemy's SQLite driver takes it: parameters it does not
+    take (a misspelt setting, say) raise ``ValueError`` here, where SQLAlchemy would only
+    warn and ignore them; with ``uri=true``, SQLite's own URI parameters (``mode``,
+    ``cache``, ...) are taken too."""
+    query = dict(url.query)
+    taken = _SQLITE_QUERY | set(SETTINGS)
+    if str(query.get("uri", "")).lower() in ("true", "1"):
+        taken |= _SQLITE_URI_QUERY
+    unknown = sorted(set(query) - taken)
+    if unknown:
+        raise ConfigurationError(
+            f"database URL {shown!r}: adk-sqlstore and its SQLite driver do not take"
+            f" {', '.join(unknown)}; they take {', '.join(sorted(taken))}"
+        )
+    return url

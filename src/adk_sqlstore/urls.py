@@ -37,7 +37,7 @@ from sqlalchemy.exc import ArgumentError
 
 from .errors import ConfigurationError
 from .settings import FALSE_WORDS, SETTINGS, TRUE_WORDS, check_settings
-from .url_parameters import asyncmy_query, asyncpg_query
+from .url_parameters import asyncmy_query, asyncpg_query, sqlite_query
 
 __all__ = [
     "DATABASE_URL_ENV",
@@ -292,6 +292,8 @@ def normalize_url(url: str | URL) -> URL:
         parsed = asyncpg_query(parsed, redact_url(parsed))
     elif backend == "mysql":
         parsed = asyncmy_query(parsed, redact_url(parsed))
+    elif backend == "sqlite":
+        parsed = sqlite_query(parsed, redact_url(parsed))
     if parsed.get_driver_name() != driver:
         parsed = parsed.set(drivername=f"{backend}+{driver}")
     split_settings(parsed)  # a setting's value is checked here, before any connection

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ..errors import ConfigurationError
 from ..migration import check_schema_at_startup
 from ..store import Store
 from ..urls import describe_url
@@ -32,6 +33,13 @@ def store_for_uri(
         ConfigurationError: the URI or a setting is invalid.
     """
     by_adk_server = settings.pop("agents_dir", None) is not None
+    for name in ("url", "db_url", "database_url"):
+        if name in settings:  # ADK's DatabaseSessionService(db_url=...), say
+            raise ConfigurationError(
+                f"{kind}: {name}= is not an argument; give the database URL as the"
+                f' first argument, or uri= (e.g. SqlSessionService("postgresql://...")), or'
+                " use from_url(url)"
+            )
     store = Store.from_url(uri, auto_migrate=auto_migrate, **settings)
     logger.info("adk-sqlstore %s: %s", kind, describe_url(store.url))
     if by_adk_server and not store.auto_migrate:

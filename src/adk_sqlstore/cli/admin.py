@@ -14,6 +14,7 @@ from importlib.metadata import version
 from typing import Annotated
 
 import typer
+from sqlalchemy.engine import URL
 
 from .. import migration
 from ..engine import create_engine
@@ -89,8 +90,9 @@ def migrate(url: UrlOption = None) -> None:
 @app.command()
 def info(url: UrlOption = None) -> None:
     """Show the database the commands use (--url, else $ADK_SQLSTORE_DATABASE_URL, else
-    the embedded SQLite file) and, for an SQLite file, where it is and its size in
-    bytes (with its write-ahead log). Examples and programs that give no URL share the
+    the embedded SQLite file), for an SQLite file where it is and its size in bytes
+    (with its write-ahead log), and its schema revision (connecting to it; on Citus,
+    how the tables are spread). Examples and programs that give no URL share the
     embedded file: delete it to start afresh."""
     try:
         target = resolve_url(url)
@@ -98,23 +100,45 @@ def info(url: UrlOption = None) -> None:
         error(str(exc))
         raise typer.Exit(1) from None
     source = (
-        "--url"
+        "from --url"
         if url is not None
-        else "$ADK_SQLSTORE_DATABASE_URL"
+        else "from $ADK_SQLSTORE_DATABASE_URL"
         if not target.embedded
-        else "the embedded default (no --url, no $ADK_SQLSTORE_DATABASE_URL)"
+        else "the embedded default: no --url, no $ADK_SQLSTORE_DATABASE_URL"
     )
     consoles.out.print(f"adk-sqlstore {version('adk-sqlstore')}")
-    consoles.out.print(f"database: {target.display} (from {source})")
+    consoles.out.print(f"database: {target.display} ({source})", soft_wrap=True)
     path = sqlite_path(target.url)
-    if path is None:
-        return
-    if not path.exists():
+    if path is not None and not path.exists():
         consoles.out.print(f"SQLite file: {path} (not created yet)")
         return
-    parts = [path, path.with_name(path.name + "-wal")]
-    size = sum(p.stat().st_size for p in parts if p.exists())
-    consoles.out.print(f"SQLite file: {path}, {size:,} bytes")
+    if path is not None:
+        parts = [path, path.with_name(path.name + "-wal")]
+        size = sum(p.stat().st_size for p in parts if p.exists())
+        consoles.out.print(f"SQLite file: {path}, {size:,} bytes")
+    consoles.out.print(run_command(_schema_line(target.url)), soft_wrap=True)
+
+
+async def _schema_line(url: URL) -> str:
+    """The database's schema revision, against the one this version needs (connecting:
+    a database that cannot be reached fails the command with its one-line error)."""
+    engine = create_engine(url)
+    try:
+        with database_errors(engine):
+            current = await migration.current_revision(engine)
+            citus = await migration.citus_layout(engine)
+    finally:
+        await engine.dispose()
+    head = migration.HEAD_REVISION
+    if current == head:
+        line = f"schema: revision {current} (this version's)"
+    elif current is None:
+        line = "schema: none yet: run adk-sqlstore migrate"
+    else:
+        line = f"schema: revision {current}; this version needs {head}: run adk-sqlstore migrate"
+    if citus is not None:
+        line += f"; Citus: {len(citus[0])} tables distributed over {citus[1]} worker node(s)"
+    return line
 
 
 @contextlib.asynccontextmanager
@@ -154,7 +178,10 @@ def forget_user(
     async def run() -> None:
         async with SqlSessionService.from_url(url) as service, _warnings_shown():
             counts = await service.forget_user(app_name=app_name, user_id=user)
-        shown = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in counts.items())
+        bookkeeping = {"memory_stats", "memory_ingestions", "artifact_chunks", "artifact_contents"}
+        shown = ", ".join(
+            f"{n} {kind.replace('_', ' ')}" for kind, n in counts.items() if kind not in bookkeeping
+        )
         consoles.out.print(f"forgot {user} in {app_name}: deleted {shown}")
 
     run_command(run())

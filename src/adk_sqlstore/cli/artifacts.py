@@ -74,6 +74,11 @@ def artifacts_list(
         consoles.out.print(f"artifacts of {where}", soft_wrap=True)
         consoles.out.print(table)
         consoles.out.print(f"{len(names)} artifact(s)")
+        if not names and session is None:
+            consoles.err.print(
+                "(the user's own, user:..., only: pass --session SESSION for a session's)",
+                soft_wrap=True,
+            )
 
     run_command(run())
 

@@ -160,7 +160,8 @@ def database(url: str | None, *, must_exist: bool = True) -> str | None:
         make = "" if folder.is_dir() else f"mkdir -p {shlex.quote(str(folder))} && "
         error(
             f"no database file at {path}{'' if not make else f' (no folder {folder})'};"
-            f" create it with: {make}adk-sqlstore migrate --url {shown_url(target.url)}"
+            f" create it with: {make}adk-sqlstore migrate --url"
+            f" {shlex.quote(shown_url(target.url))}"
         )
         raise typer.Exit(1)
     return url

@@ -158,6 +158,8 @@ def _read_sessions(paths: list[Path]) -> Iterator[tuple[str, Session]]:
         ValueError: naming the file that is not ADK session JSON.
     """
     for path in paths:
+        if str(path) != "-" and not path.exists():
+            raise ValueError(f"no file or folder {str(path)!r}")
         files: list[Path | None] = [None] if str(path) == "-" else list(session_files([path]))
         for file in files:
             name = "<stdin>" if file is None else str(file)
