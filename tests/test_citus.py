@@ -40,17 +40,21 @@ from .scripted_models import ScriptedModel, last_event_as_a_fact
 pytestmark = pytest.mark.citus
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[CitusCluster]:
-    """A coordinator and two workers, started for this module (skipped where Citus is
-    not installed: a failure under CI=true)."""
+def _new_cluster() -> CitusCluster:
+    """A coordinator and two workers, not started (skipped where Citus is not
+    installed: a failure under CI=true)."""
     try:
-        made = CitusCluster(workers=2)
+        return CitusCluster(workers=2)
     except ClusterUnavailable as exc:
         if IN_CI:
             pytest.fail(f"CI=true but {exc}")
         pytest.skip(str(exc))
-    with made:
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[CitusCluster]:
+    """A coordinator and two workers, started for this module."""
+    with _new_cluster() as made:
         yield made
 
 
@@ -328,13 +332,7 @@ async def test_adding_a_worker_and_rebalancing_under_load_loses_nothing() -> Non
     answers, and the only errors are the store's typed ones."""
     from adk_sqlstore.errors import AdkSqlStoreError
 
-    try:
-        made = CitusCluster(workers=2)
-    except ClusterUnavailable as exc:
-        if IN_CI:
-            pytest.fail(f"CI=true but {exc}")
-        pytest.skip(str(exc))
-    with made as cluster:
+    with _new_cluster() as cluster:
         url = await asyncio.to_thread(cluster.create_database, "rebalanced")
         conn = await asyncpg.connect(url)
         await conn.execute('ALTER DATABASE "rebalanced" SET citus.shard_count = 8')

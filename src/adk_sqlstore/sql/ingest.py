@@ -169,6 +169,15 @@ async def _postgres_replace(conn: AsyncConnection, write: SessionMemories) -> in
     return int(deleted) if checked else None
 
 
+_CITUS_WRITE = PgStatement(
+    text(
+        f"SELECT {WRITE_MEMORIES_FUNCTION}(:app_name, :user_id, :now, :gone, "
+        + ", ".join(f":rows_{c}" for c in ("id", *MEMORY_UPDATABLE))
+        + ")"
+    )
+)
+
+
 async def _postgres_write(
     conn: AsyncConnection,
     app_name: str,
@@ -180,32 +189,9 @@ async def _postgres_write(
     params = _arrays(
         {"app_name": app_name, "user_id": user_id, "gone": list(gone), "now": now}, rows
     )
+    if on_citus(conn):  # the function the user's worker runs (delegated there)
+        return bool((await fetch(conn, _CITUS_WRITE, params))[0][0])
     return bool((await conn.execute(_PG_WRITES[bool(gone)], params)).scalar_one())
-
-
-_CITUS_WRITE = PgStatement(
-    text(
-        f"SELECT {WRITE_MEMORIES_FUNCTION}(:app_name, :user_id, :now, :gone, "
-        + ", ".join(f":rows_{c}" for c in ("id", *MEMORY_UPDATABLE))
-        + ")"
-    )
-)
-
-
-async def _citus_write(
-    conn: AsyncConnection,
-    app_name: str,
-    user_id: str,
-    rows: Sequence[Any],
-    gone: Sequence[str],
-    now: float,
-) -> bool:
-    """:func:`_postgres_write` on Citus: a call of the function the user's worker runs
-    (outside a transaction: delegated there)."""
-    params = _arrays(
-        {"app_name": app_name, "user_id": user_id, "gone": list(gone), "now": now}, rows
-    )
-    return bool((await fetch(conn, _CITUS_WRITE, params))[0][0])
 
 
 # -- SQLite -------------------------------------------------------------------------------
@@ -341,8 +327,7 @@ async def write_memories(
         latest: dict[str, dict[str, Any]] = {}
         for row in rows:  # one statement may not update a row twice
             latest[row["id"]] = row
-        write = _citus_write if on_citus(conn) else _postgres_write
-        if not await write(conn, app_name, user_id, list(latest.values()), gone, now):
+        if not await _postgres_write(conn, app_name, user_id, list(latest.values()), gone, now):
             raise ConcurrencyConflictError(
                 f"user {user_id!r} of app {app_name!r} was forgotten while their memories"
                 " waited to be written; nothing was written"
