@@ -28,6 +28,7 @@ import asyncio
 import concurrent.futures
 import os
 import shutil
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from pathlib import Path
@@ -515,9 +516,30 @@ async def _postmaster_start_time() -> str | None:
         await conn.close()
 
 
+def _untracked_files() -> set[str] | None:
+    """Files in the checkout that git neither tracks nor ignores (None outside a git
+    work tree): a test that writes into the checkout instead of its tmp_path shows here."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "--others", "--exclude-standard"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return set(listed.stdout.splitlines())
+
+
+_untracked_before: dict[str, set[str] | None] = {}
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     if _is_controller(session.config):
         _server_start["before"] = run_sync(_postmaster_start_time())
+        _untracked_before["files"] = _untracked_files()
 
 
 def _skipped_for_want_of_adk(report: pytest.TestReport) -> bool:
@@ -551,6 +573,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         for nodeid in _skipped_mysql:
             print(f"  {nodeid}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    _check_checkout_untouched(session)
     before = _server_start.get("before")
     if before is None:
         return
@@ -567,6 +590,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             f"the PostgreSQL server the suite was given ({where}) was left alone:"
             f" pg_postmaster_start_time() {before} before and after the run"
         )
+
+
+def _check_checkout_untouched(session: pytest.Session) -> None:
+    before, after = _untracked_before.get("files"), _untracked_files()
+    if before is None or after is None or not after - before:
+        return
+    print("\nthe run left files in the checkout (a test must write under its tmp_path):")
+    for name in sorted(after - before):
+        print(f"  {name}")
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 # -- figures the reliability tests report (processes, operations, faults, inputs) -------

@@ -102,6 +102,7 @@ def test_the_pages_show_command_lines() -> None:
 def test_a_command_line_the_docs_show_runs(
     command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.chdir(tmp_path)  # a command that writes to "." (export) writes here
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.delenv("ADK_SQLSTORE_DATABASE_URL", raising=False)
     url = f"sqlite:///{tmp_path / 'store.db'}"
