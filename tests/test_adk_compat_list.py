@@ -15,7 +15,11 @@ from .conftest import IN_CI
 
 TESTS = Path(__file__).parent
 LIST = TESTS.parent / "docs" / "adk-compatibility.md"
-COMPAT_FILES = ("test_adk_compat_sessions.py", "test_adk_compat_memory.py")
+COMPAT_FILES = (
+    "test_adk_compat_sessions.py",
+    "test_adk_compat_sessions_later.py",
+    "test_adk_compat_memory.py",
+)
 
 
 def _rows() -> list[list[str]]:

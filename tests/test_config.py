@@ -55,6 +55,30 @@ def test_unsupported_or_invalid_urls_say_so_without_the_password() -> None:
 @pytest.mark.parametrize(
     ("url", "message"),
     [
+        ("definitely not a url hunter2", "has no scheme"),
+        ("hunter2", "has no scheme"),
+        ("host=db user=app password=hunter2 dbname=agents", "key=value connection string"),
+        ("app:hunter2@db/agents", "has no scheme"),
+    ],
+)
+def test_a_string_without_a_scheme_is_not_echoed_unless_it_reads_as_a_path(
+    url: str, message: str
+) -> None:
+    """As ADK 2.13's DatabaseSessionService (upstream
+    test_database_session_service_malformed_url_reports_usable_error): a malformed URL
+    gets a usable error that does not repeat what may be a password. A path is shown,
+    as the user typed it."""
+    with pytest.raises(ValueError, match=message) as raised:
+        normalize_url(url)
+    assert "hunter2" not in str(raised.value)
+    assert "may hold a password" in str(raised.value)
+    with pytest.raises(ValueError, match=r"'sessions\.db' has no scheme"):
+        normalize_url("sessions.db")
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
         ("/var/lib/app.db", "has no scheme"),
         ("sqlite://relative.db", "three slashes"),
         ("postgresql://postgres@127.0.0.1:99999/x", "no valid port"),

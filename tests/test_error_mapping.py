@@ -144,7 +144,7 @@ async def test_a_duplicate_key_the_call_does_not_expect_is_the_same_error(
         event = _turn("once")
         await sessions.append_event(session, event)
         with pytest.raises(InvalidEventError, match="already exists"):
-            await sessions.append_event(session, event)
+            await sessions.append_event(session, _turn("other").model_copy(update={"id": event.id}))
 
 
 async def test_a_missing_table_is_the_same_error_on_every_backend(own_db_url: str) -> None:

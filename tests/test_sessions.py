@@ -283,8 +283,11 @@ async def test_delete_session_removes_it_and_its_events_only(layer: Layer) -> No
     again = await layer.sessions.create_session(app_name="app", user_id="u1", session_id="s1")
     got = await layer.sessions.get_session(app_name="app", user_id="u1", session_id=again.id)
     assert got is not None and got.events == []
-    # Deleting what is not there is a no-op.
+    # Deleting what is not there is a no-op: an unknown session, user or app.
     await layer.sessions.delete_session(app_name="app", user_id="u1", session_id="never")
+    await layer.sessions.delete_session(app_name="app", user_id="nobody", session_id="s1")
+    await layer.sessions.delete_session(app_name="nowhere", user_id="u1", session_id="s1")
+    assert await layer.sessions.get_session(app_name="app", user_id="u1", session_id="s1")
 
 
 # -- append_event -------------------------------------------------------------------

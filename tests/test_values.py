@@ -165,6 +165,7 @@ async def test_events_round_trip_whatever_they_carry(service: SqlSessionService)
         (b"bytes", "bytes is not JSON"),
         (datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC), "datetime is not JSON"),
         (object(), "object is not JSON"),
+        (lambda: 1, "function is not JSON"),  # upstream: ..._with_non_serializable_state_delta
         ({1: "int key"}, "JSON object keys are strings"),
         ("lone \ud800 surrogate", "lone surrogate"),
         ({"deep": [[[[[["ok", float("nan")]]]]]]}, "not a JSON number"),

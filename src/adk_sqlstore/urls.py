@@ -314,7 +314,12 @@ def _spelled(url: str) -> str:
     if url.startswith("postgresql"):
         url = _multihost(url)
     if "://" not in url:
-        shown = repr(url) if "@" not in url else "(hidden: it may hold a password)"
+        shown = _shown_without_scheme(url)
+        if "=" in url and not url.startswith("sqlite:"):
+            raise ConfigurationError(
+                f"database URL {shown} looks like a key=value connection string; write it as"
+                " a URL: postgresql://user:password@host:5432/db (or mysql://...)"
+            )
         if url.startswith("sqlite:"):
             raise ConfigurationError(
                 f"SQLite URL {shown} needs three slashes: sqlite:///relative/to/cwd.db or"
@@ -330,6 +335,16 @@ def _spelled(url: str) -> str:
             " user names and passwords as %40 (and ':' '/' '?' '#' '%' and spaces too)"
         )
     return url
+
+
+def _shown_without_scheme(url: str) -> str:
+    """A string given as a database URL that has no ``://``, for a message: quoted when
+    it reads as a path or file name, else hidden (a libpq ``key=value`` string, a
+    password pasted into the wrong setting, or user info before an ``@``)."""
+    looks_like_a_path = ("/" in url or "." in url) and not any(c in url for c in "@= \t")
+    if looks_like_a_path or (url.startswith("sqlite:") and "@" not in url):
+        return repr(url)
+    return f"(not shown: {len(url)} characters that may hold a password)"
 
 
 def _driver(parsed: URL) -> str:

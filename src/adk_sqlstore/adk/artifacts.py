@@ -31,7 +31,7 @@ from ._google import (
     ensure_part,
     genai_types,
 )
-from .uri import store_for_uri
+from .uri import given_store, store_for_uri
 
 __all__ = ["SqlArtifactService"]
 
@@ -90,6 +90,7 @@ class SqlArtifactService(BaseArtifactService, OnStore):
         **settings: connection settings.
 
     Raises:
+        InvalidArgumentError: more than one of ``uri``, ``store`` and ``engine``.
         SchemaNotMigratedError: as for :class:`~adk_sqlstore.adk.SqlSessionService`.
     """
 
@@ -103,7 +104,7 @@ class SqlArtifactService(BaseArtifactService, OnStore):
         auto_migrate: bool | None = None,
         **settings: Any,
     ) -> None:
-        given = store if store is not None else engine
+        given = given_store("artifact service", uri, store, engine)
         if given is not None:
             self._use_store(Store.of(given, auto_migrate=auto_migrate), owns=False)
         else:

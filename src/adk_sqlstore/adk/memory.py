@@ -21,7 +21,7 @@ from ..search.hybrid import DEFAULT_CANDIDATES, DEFAULT_WEIGHT
 from ..store import OnStore, Store
 from ._google import AdkEvent, AdkMemoryEntry, AdkSearchResponse, AdkSession, BaseMemoryService
 from .models import ADK_MODELS, adk_errors, to_adk_entry
-from .uri import store_for_uri
+from .uri import given_store, store_for_uri
 
 __all__ = ["SqlMemoryService"]
 
@@ -55,6 +55,7 @@ class SqlMemoryService(BaseMemoryService, OnStore):
             :class:`~adk_sqlstore.adk.SqlSessionService`.
 
     Raises:
+        InvalidArgumentError: more than one of ``uri``, ``store`` and ``engine``.
         SchemaNotMigratedError: as for :class:`~adk_sqlstore.adk.SqlSessionService`.
     """
 
@@ -78,7 +79,7 @@ class SqlMemoryService(BaseMemoryService, OnStore):
             analyzer(language)  # an unknown language fails before a store is opened
         embedder = resolve_embedder(embedder)  # so does an unknown embedder
         generator = resolve_generator(generator)  # and an unknown model
-        given = store if store is not None else engine
+        given = given_store("memory service", uri, store, engine)
         if given is not None:
             self._use_store(Store.of(given, auto_migrate=auto_migrate), owns=False)
         else:

@@ -13,7 +13,7 @@ from ..store import OnStore, Store
 from ..validation import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_STATE_VALUE_BYTES
 from ._google import AdkEvent, AdkGetSessionConfig, AdkSession, BaseSessionService
 from .models import ADK_MODELS, PagedListSessionsResponse, adk_errors
-from .uri import store_for_uri
+from .uri import given_store, store_for_uri
 
 __all__ = ["SqlSessionService"]
 
@@ -43,6 +43,7 @@ class SqlSessionService(BaseSessionService, OnStore):
             means ADK's server (its service registry) is building the service.
 
     Raises:
+        InvalidArgumentError: more than one of ``uri``, ``store`` and ``engine``.
         SchemaNotMigratedError: built by ADK's server (``adk web``, ``adk api_server``)
             on a database that is not migrated and may not migrate itself: the server
             stops at start-up with this one line, naming the command to run.
@@ -61,7 +62,7 @@ class SqlSessionService(BaseSessionService, OnStore):
         max_state_value_bytes: int = DEFAULT_MAX_STATE_VALUE_BYTES,
         **settings: Any,
     ) -> None:
-        given = store if store is not None else engine
+        given = given_store("session service", uri, store, engine)
         if given is not None:
             self._use_store(Store.of(given, auto_migrate=auto_migrate), owns=False)
         else:

@@ -6,14 +6,34 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..errors import ConfigurationError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ..errors import ConfigurationError, InvalidArgumentError
 from ..migration import check_schema_at_startup
 from ..store import Store
 from ..urls import describe_url
 
-__all__ = ["store_for_uri"]
+__all__ = ["given_store", "store_for_uri"]
 
 logger = logging.getLogger("adk_sqlstore.adk")
+
+
+def given_store(
+    kind: str, uri: str | None, store: Store | AsyncEngine | None, engine: AsyncEngine | None
+) -> Store | AsyncEngine | None:
+    """The ``store=`` or ``engine=`` an ADK class was given (``None``: make one from
+    ``uri``); as ADK's ``DatabaseSessionService`` takes exactly one of ``db_url`` and
+    ``db_engine``.
+
+    Raises:
+        InvalidArgumentError: more than one of ``uri``, ``store`` and ``engine``.
+    """
+    named = [n for n, v in (("uri", uri), ("store=", store), ("engine=", engine)) if v is not None]
+    if len(named) > 1:
+        raise InvalidArgumentError(
+            f"{kind}: give one of a URI, store= or engine=, not {' and '.join(named)}"
+        )
+    return store if store is not None else engine
 
 
 def store_for_uri(

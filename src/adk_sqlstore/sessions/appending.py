@@ -22,7 +22,7 @@ from ..errors import InvalidEventError, SessionNotFoundError, StaleSessionError
 from ..models import SessionLike
 from ..sql.citus import on_citus
 from ..sql.hot_paths import AppendRow, append_row
-from ..sql.sessions import load_session
+from ..sql.sessions import load_event_data, load_session
 from ..state import drop_temp, split_delta
 from ..store import Store, finish_before_cancel
 from ..validation import check_session, check_state_delta
@@ -97,10 +97,36 @@ class Appender(Generic[SessionT, EventT, ListT]):
         key = session_key(session.app_name, session.user_id, session.id)
         row = self._row(key, session, stored_event, stored_delta, token)
 
+        try:
+            revision = await self._write(row, key, token)
+        except (_EventIdTaken, StaleSessionError) as exc:
+            if await self._stored_equal(key, stored_event.id, row.data):
+                return event  # delivered before (a retry, or a copy of the session)
+            if isinstance(exc, _EventIdTaken):
+                raise InvalidEventError(str(exc)) from None
+            raise
+        # Committed: now bring the caller's object up to date.
+        if len(stored_delta) != len(delta):
+            event.actions.state_delta = stored_delta
+        models = self._codec.models
+        models.apply_append(session, event, delta)
+        models.set_token(session, Token(revision, token.incarnation))
+        if self._after_append is not None:
+            await self._after_append.after_append(session, revision)
+        return event
+
+    async def _write(self, row: AppendRow, key: SessionKey, token: Token) -> int:
+        """The append's transaction; the session's new revision.
+
+        Raises:
+            _EventIdTaken: the session holds an event with this id.
+            StaleSessionError, SessionNotFoundError: as ``append_event`` says.
+        """
+
         def duplicate() -> InvalidEventError:
-            return InvalidEventError(
-                f"event id {event.id!r} already exists in session {session.id!r};"
-                " an event is stored once"
+            return _EventIdTaken(
+                f"event id {row.event_id!r} already exists in session {key['session_id']!r}"
+                " with other content; an event is stored once"
             )
 
         # On Citus an app: key is written on every node: the call of the append function
@@ -115,15 +141,17 @@ class Appender(Generic[SessionT, EventT, ListT]):
             revision = await append_row(conn, row)
             if revision is None:
                 raise await _stale_or_missing(conn, key, row.expected_revision, token.incarnation)
-        # Committed: now bring the caller's object up to date.
-        if len(stored_delta) != len(delta):
-            event.actions.state_delta = stored_delta
-        models = self._codec.models
-        models.apply_append(session, event, delta)
-        models.set_token(session, Token(revision, token.incarnation))
-        if self._after_append is not None:
-            await self._after_append.after_append(session, revision)
-        return event
+        return revision
+
+    async def _stored_equal(self, key: SessionKey, event_id: str, data: str) -> bool:
+        """Whether the session holds this event already, equal to the one appended (as
+        it is stored: without ``temp:`` keys)."""
+        async with self._store.autocommit() as conn:
+            stored = await load_event_data(conn, **key, event_id=event_id)
+        if stored is None:
+            return False
+        (decoded,) = self._codec.decode_events([stored])
+        return bool(decoded.model_dump_json(exclude_none=True) == data)
 
     def _row(
         self,
@@ -153,6 +181,11 @@ class Appender(Generic[SessionT, EventT, ListT]):
             app_state=sorted(state.app.items()),
             now=time.time(),
         )
+
+
+class _EventIdTaken(InvalidEventError):
+    """The session holds an event with the appended event's id (an equal one is a
+    re-delivery, not an error)."""
 
 
 async def _stale_or_missing(

@@ -325,6 +325,11 @@ class SqlSessionService(OnStore, Generic[SessionT, EventT, ListT]):
         cannot carry exactly (NaN, sets, tuples, datetimes, objects, ...) are refused
         rather than stored changed.
 
+        An event the session already holds, equal (same id, same fields, as stored) is
+        not stored again: the call returns it and changes nothing, the session object
+        included, as ADK's ``InMemorySessionService`` does. A retry after a lost reply,
+        or a copy of the event through another copy of the session, is then no error.
+
         Returns:
             The event as stored (without ``temp:`` keys in its delta).
 
@@ -333,9 +338,9 @@ class SqlSessionService(OnStore, Generic[SessionT, EventT, ListT]):
                 it was deleted and created again since; nothing was written. Reload
                 and retry.
             SessionNotFoundError: the session was deleted (or never stored).
-            InvalidEventError: the event's id already exists in the session, it cannot
-                be stored exactly, or its timestamp is not seconds between the years 1
-                and 9999.
+            InvalidEventError: an event with the same id and other content exists in
+                the session, the event cannot be stored exactly, or its timestamp is not
+                seconds between the years 1 and 9999.
             InvalidStateError: a non-``temp:`` delta value is not JSON.
             asyncio.CancelledError: the call was cancelled. The write is not
                 interrupted: it commits or fails first (bounded by the database's lock

@@ -29,6 +29,7 @@ __all__ = [
     "insert_new_session",
     "insert_session",
     "load_app_state",
+    "load_event_data",
     "load_session",
     "load_states",
     "load_user_states",
@@ -228,6 +229,18 @@ async def load_session(
     if row is None:
         return None
     return SessionRow(app_name, user_id, session_id, row.revision, row.update_time, row.incarnation)
+
+
+async def load_event_data(
+    conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str, event_id: str
+) -> str | None:
+    """The stored JSON of the session's event ``event_id``, or ``None``."""
+    result = await conn.execute(
+        select(events.c.data).where(
+            _of_session(events, app_name, user_id, session_id), events.c.id == event_id
+        )
+    )
+    return result.scalar_one_or_none()
 
 
 async def lock_session(
