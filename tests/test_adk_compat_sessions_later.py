@@ -228,6 +228,52 @@ async def test_an_equal_event_delivered_again_is_stored_and_applied_once(layer: 
         await layer.sessions.append_event(before, _event(layer, invocation_id="other"))
 
 
+async def test_an_equal_event_is_recognised_by_its_values(layer: Layer) -> None:
+    """test_append_event_is_idempotent_for_same_event_id, where the copy is equal but
+    not the same JSON text: its
+    delta's keys in another order, a ``temp:`` key its first append dropped (the call
+    returns the event as stored, without it), an infinite or NaN float the store keeps
+    as ADK's own services do. (Found by a review: each was refused as "other
+    content".)"""
+    session = await layer.sessions.create_session(app_name=APP, user_id="u", session_id="v")
+    delta = {"city": "Paris", "days": 3, "temp:scratch": "x"}
+    event = _event(layer, invocation_id="i", actions={"state_delta": delta})
+    untrimmed = event.model_copy(deep=True)
+    await layer.sessions.append_event(session, event)
+    reordered = event.model_copy(deep=True)
+    reordered.actions.state_delta = {"days": 3, "city": "Paris"}
+    assert await layer.sessions.append_event(session, reordered) is reordered
+    returned = await layer.sessions.append_event(session, untrimmed)
+    assert returned.actions.state_delta == {"city": "Paris", "days": 3}
+    if layer.name == "adk":  # ADK's event model carries model output: log-probabilities
+        scored = _event(
+            layer,
+            invocation_id="j",
+            avg_logprobs=float("nan"),
+            logprobs_result={"chosen_candidates": [{"token": "hi", "log_probability": -1e309}]},
+        )
+        await layer.sessions.append_event(session, scored)
+        await layer.sessions.append_event(session, scored)
+    stored = await _get(layer, "u", "v")
+    assert len(stored.events) == (2 if layer.name == "adk" else 1)
+    assert stored.state == {"city": "Paris", "days": 3}
+
+
+async def test_another_event_under_a_taken_id_through_an_old_copy_is_refused_too(
+    layer: Layer,
+) -> None:
+    """test_append_different_events_not_deduplicated, through a copy of the session
+    loaded before the first append: another event under the taken id is
+    InvalidEventError (not StaleSessionError): reloading would
+    not help."""
+    session = await layer.sessions.create_session(app_name=APP, user_id="u", session_id="o")
+    old = session.model_copy(deep=True)
+    await layer.sessions.append_event(session, _event(layer, id="e-1", invocation_id="a"))
+    with pytest.raises(InvalidEventError, match="already exists"):
+        await layer.sessions.append_event(old, _event(layer, id="e-1", invocation_id="b"))
+    assert [e.invocation_id for e in (await _get(layer, "u", "o")).events] == ["a"]
+
+
 async def test_another_event_under_a_taken_id_is_refused(layer: Layer) -> None:
     """test_append_different_events_not_deduplicated: ADK's in-memory service keeps two
     different events that share an id (its SQL services raise the database's integrity
@@ -380,7 +426,7 @@ async def test_the_adk_class_takes_one_of_a_url_or_an_engine(tmp_path: Path) -> 
     (InvalidArgumentError, a ValueError). With none, ours uses
     ``$ADK_SQLSTORE_DATABASE_URL`` or the embedded file (tests/test_config.py)."""
     pytest.importorskip("google.adk", reason="the ADK classes need google.adk (adk extra)")
-    from adk_sqlstore.adk import SqlSessionService
+    from adk_sqlstore.adk import SqlArtifactService, SqlMemoryService, SqlSessionService
 
     url = f"sqlite:///{tmp_path / 'by-url.db'}"
     for service in (SqlSessionService(url), SqlSessionService(uri=url)):
@@ -394,8 +440,17 @@ async def test_the_adk_class_takes_one_of_a_url_or_an_engine(tmp_path: Path) -> 
             assert await service.get_session(app_name="a", user_id="u", session_id=made.id) == made
         async with engine.connect() as conn:
             assert (await conn.execute(text("SELECT 1"))).scalar() == 1
+        async with SqlSessionService(engine) as positional:  # as the core classes take it
+            assert await positional.get_session(app_name="a", user_id="u", session_id=made.id)
         for both in ({"uri": url, "engine": engine}, {"store": engine, "engine": engine}):
             with pytest.raises(InvalidArgumentError, match="give one of a URI, store= or engine="):
                 SqlSessionService(**both)
+        with pytest.raises(InvalidArgumentError, match="give one of"):
+            SqlSessionService(engine, engine=engine)
+        # settings beside an engine would be ignored: refused, on each ADK class
+        for cls in (SqlSessionService, SqlMemoryService, SqlArtifactService):
+            for extra in ({"db_url": url}, {"pool_size": 2}, {"max_event_byte": 10}):
+                with pytest.raises(InvalidArgumentError, match="cannot go with a store or engine"):
+                    cls(engine=engine, **extra)
     finally:
         await engine.dispose()

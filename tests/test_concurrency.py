@@ -118,8 +118,10 @@ async def test_writers_of_different_user_and_app_keys_lose_nothing(
 async def test_an_event_id_already_in_the_session_is_rejected_never_stored_twice(
     service: SqlSessionService,
 ) -> None:
-    """append_event's docstring: a duplicate id is rejected (InvalidEventError), from
-    the same session object or from a fresh one."""
+    """append_event's docstring: another event under a taken id (here: another
+    timestamp or author) is rejected (InvalidEventError), from the same session object
+    or from a fresh one. (The same event again is no error:
+    tests/test_adk_compat_sessions_later.py.)"""
     s = await service.create_session(app_name="race", user_id="u1")
     event = Event(author="user", id="e-1")
     await service.append_event(s, event)

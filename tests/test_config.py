@@ -55,6 +55,38 @@ def test_unsupported_or_invalid_urls_say_so_without_the_password() -> None:
 @pytest.mark.parametrize(
     ("url", "message"),
     [
+        # a driver name with "_" (SQLAlchemy's own), and the mistake the message is for
+        ("postgresql+psycopg_async://app:hunter2@x@db.example.com/agents", "more than one '@'"),
+        ("mysql+mysql_connector://app:hunter2@db/agents?auto_migrate=yes_please", "neither"),
+        # a query password runs to the next "&": "#" and ";" are in it
+        ("postgresql://app@db/agents?password=pa#hunter2&auto_migrate=maybe", "neither true"),
+        ("mysql://app@db/agents?password=pa;hunter2&auto_migrate=maybe", "neither true"),
+        ("postgresql://app@db:54x2/agents?password=pa#hunter2", "not a port number"),
+        ("postgresql://u@h/db?pass%77ord=hunter2&auto_migrate=maybe", "neither true"),
+        # "@host" forgotten: the password reads as a port
+        ("postgresql://app:hunter2/agents", "the URL lacks '@host'"),
+        ("mariadb://app:hunter2", "the URL lacks '@host'"),
+        # libpq's key=value form after a scheme, or after a database name
+        ("postgresql://host=127.0.0.1 user=postgres password=hunter2", "key=value"),
+        ("postgresql://postgres@127.0.0.1:5432/agents password=hunter2", "key=value"),
+        ("postgresql:/postgres:hunter2/db", "has no scheme"),
+    ],
+)
+def test_a_password_in_a_mistyped_url_is_never_shown(url: str, message: str) -> None:
+    """Found by a review that tried 130 inputs (each of these showed the password)."""
+    with pytest.raises(ValueError, match=message) as raised:
+        normalize_url(url)
+    assert "hunter2" not in str(raised.value)
+
+
+def test_an_empty_url_says_so() -> None:
+    with pytest.raises(ValueError, match="the database URL is empty"):
+        normalize_url("")
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
         ("definitely not a url hunter2", "has no scheme"),
         ("hunter2", "has no scheme"),
         ("host=db user=app password=hunter2 dbname=agents", "key=value connection string"),
@@ -85,7 +117,7 @@ def test_a_string_without_a_scheme_is_not_echoed_unless_it_reads_as_a_path(
         ("postgresql://u:hunter2@h/db?application_name=x", "do not take application_name"),
         ("postgresql://u:hunter2@h/db?connect_timeout=soon", "connect_timeout must be"),
         ("postgresql://u:hunter2@h/db?tcp_keepalives=1", "do not take tcp_keepalives"),
-        ("postgresql://u:hunter2%2F@127.0.0.1:abc/db", "the port 'abc' is not a number"),
+        ("postgresql://u:hunter2%2F@127.0.0.1:abc/db", "is not a port number"),
         ("postgresql://postgres:hunter2@x w:rd/é%?#&@127.0.0.1:5/t1", "percent-encode"),
         ("postgresql://u:hunter2@[::1:5432/db", "percent-encoded"),
         ("sqlite:/x.db", "three slashes"),

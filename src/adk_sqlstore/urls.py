@@ -112,10 +112,14 @@ class DatabaseTarget:
         return shown_url(self.url)
 
 
+# A query value runs to the next "&" (SQLAlchemy keeps "#" and ";" in it); a key may be
+# percent-encoded ("pass%77ord").
 _SECRET_QUERY = re.compile(
-    r"((?:^|[?&;])(?:password|passwd|pwd|sslpassword|secret|token|api_key)=)[^&;#]*", re.I
+    r"((?:^|[?&;])(?:[^=&?#]*(?:pass|pwd|secret|token|api_key|apikey|%[0-9a-f]{2})[^=&?#]*)=)"
+    r"[^&]*",
+    re.I,
 )
-_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://[^:/?#@]*:)(.*)(@[^@]*)$", re.S)
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+._\-]*://[^:/?#@]*:)(.*)(@[^@]*)$", re.S)
 
 
 def sqlite_path(url: URL) -> Path | None:
@@ -313,7 +317,12 @@ def _spelled(url: str) -> str:
         url = "mysql" + url[len("mariadb") :]
     if url.startswith("postgresql"):
         url = _multihost(url)
-    if "://" not in url:
+    if not url.strip():
+        raise ConfigurationError(
+            "the database URL is empty: give postgresql://user@host/db, mysql://user@host/db"
+            " or sqlite:///path/to.db, or leave it unset for the embedded SQLite file"
+        )
+    if "://" not in url or re.search(r"\s\w+=", url):
         shown = _shown_without_scheme(url)
         if "=" in url and not url.startswith("sqlite:"):
             raise ConfigurationError(
@@ -341,7 +350,7 @@ def _shown_without_scheme(url: str) -> str:
     """A string given as a database URL that has no ``://``, for a message: quoted when
     it reads as a path or file name, else hidden (a libpq ``key=value`` string, a
     password pasted into the wrong setting, or user info before an ``@``)."""
-    looks_like_a_path = ("/" in url or "." in url) and not any(c in url for c in "@= \t")
+    looks_like_a_path = ("/" in url or "." in url) and not any(c in url for c in "@=: \t")
     if looks_like_a_path or (url.startswith("sqlite:") and "@" not in url):
         return repr(url)
     return f"(not shown: {len(url)} characters that may hold a password)"
@@ -386,7 +395,11 @@ def _why_invalid(url: str) -> str:
     host = url.partition("://")[2].rsplit("@", 1)[-1].split("/", 1)[0].split("?", 1)[0]
     port = host.rpartition(":")[2] if ":" in host and not host.endswith("]") else ""
     if port and not port.isdigit():
-        return f"database URL {redact_url(url)!r}: the port {port!r} is not a number (1-65535)"
+        # Not repeated: "user:password/db" (no "@host") reads as host "user", port "password".
+        return (
+            f"database URL {redact_url(url)!r}: what follows the host's ':' is not a port"
+            " number (1-65535); if it is a password, the URL lacks '@host'"
+        )
     return (
         f"invalid database URL {redact_url(url)!r}: the form is"
         " postgresql://user:password@host:port/database, with '@' ':' '/' '?' '#' '%' and"

@@ -31,7 +31,7 @@ from ._google import (
     ensure_part,
     genai_types,
 )
-from .uri import given_store, store_for_uri
+from .uri import chosen_store
 
 __all__ = ["SqlArtifactService"]
 
@@ -90,13 +90,14 @@ class SqlArtifactService(BaseArtifactService, OnStore):
         **settings: connection settings.
 
     Raises:
-        InvalidArgumentError: more than one of ``uri``, ``store`` and ``engine``.
+        InvalidArgumentError: more than one of ``uri``, ``store`` and ``engine``, or
+            connection settings with a store or engine.
         SchemaNotMigratedError: as for :class:`~adk_sqlstore.adk.SqlSessionService`.
     """
 
     def __init__(
         self,
-        uri: str | None = None,
+        uri: str | Store | AsyncEngine | None = None,
         *,
         store: Store | AsyncEngine | None = None,
         engine: AsyncEngine | None = None,
@@ -104,14 +105,15 @@ class SqlArtifactService(BaseArtifactService, OnStore):
         auto_migrate: bool | None = None,
         **settings: Any,
     ) -> None:
-        given = given_store("artifact service", uri, store, engine)
-        if given is not None:
-            self._use_store(Store.of(given, auto_migrate=auto_migrate), owns=False)
-        else:
-            made = store_for_uri(
-                uri, auto_migrate=auto_migrate, kind="artifact service", settings=settings
-            )
-            self._use_store(made, owns=True)
+        chosen, owns = chosen_store(
+            "artifact service",
+            uri,
+            store=store,
+            engine=engine,
+            auto_migrate=auto_migrate,
+            settings=settings,
+        )
+        self._use_store(chosen, owns=owns)
         self._storage = ArtifactStorage(self._store, max_artifact_bytes=max_artifact_bytes)
 
     @classmethod

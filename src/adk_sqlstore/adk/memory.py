@@ -21,7 +21,7 @@ from ..search.hybrid import DEFAULT_CANDIDATES, DEFAULT_WEIGHT
 from ..store import OnStore, Store
 from ._google import AdkEvent, AdkMemoryEntry, AdkSearchResponse, AdkSession, BaseMemoryService
 from .models import ADK_MODELS, adk_errors, to_adk_entry
-from .uri import given_store, store_for_uri
+from .uri import chosen_store
 
 __all__ = ["SqlMemoryService"]
 
@@ -55,13 +55,14 @@ class SqlMemoryService(BaseMemoryService, OnStore):
             :class:`~adk_sqlstore.adk.SqlSessionService`.
 
     Raises:
-        InvalidArgumentError: more than one of ``uri``, ``store`` and ``engine``.
+        InvalidArgumentError: more than one of ``uri``, ``store`` and ``engine``, or
+            connection settings with a store or engine.
         SchemaNotMigratedError: as for :class:`~adk_sqlstore.adk.SqlSessionService`.
     """
 
     def __init__(
         self,
-        uri: str | None = None,
+        uri: str | Store | AsyncEngine | None = None,
         *,
         store: Store | AsyncEngine | None = None,
         engine: AsyncEngine | None = None,
@@ -79,14 +80,15 @@ class SqlMemoryService(BaseMemoryService, OnStore):
             analyzer(language)  # an unknown language fails before a store is opened
         embedder = resolve_embedder(embedder)  # so does an unknown embedder
         generator = resolve_generator(generator)  # and an unknown model
-        given = given_store("memory service", uri, store, engine)
-        if given is not None:
-            self._use_store(Store.of(given, auto_migrate=auto_migrate), owns=False)
-        else:
-            made = store_for_uri(
-                uri, auto_migrate=auto_migrate, kind="memory service", settings=settings
-            )
-            self._use_store(made, owns=True)
+        chosen, owns = chosen_store(
+            "memory service",
+            uri,
+            store=store,
+            engine=engine,
+            auto_migrate=auto_migrate,
+            settings=settings,
+        )
+        self._use_store(chosen, owns=owns)
         self._core = CoreMemoryService(
             self._store,
             redactors=redactors,

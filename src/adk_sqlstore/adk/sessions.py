@@ -13,7 +13,7 @@ from ..store import OnStore, Store
 from ..validation import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_STATE_VALUE_BYTES
 from ._google import AdkEvent, AdkGetSessionConfig, AdkSession, BaseSessionService
 from .models import ADK_MODELS, PagedListSessionsResponse, adk_errors
-from .uri import given_store, store_for_uri
+from .uri import chosen_store
 
 __all__ = ["SqlSessionService"]
 
@@ -27,7 +27,8 @@ class SqlSessionService(BaseSessionService, OnStore):
     Args:
         uri: a database URL, or an ADK service URI (``sqlstore+postgresql://...``,
             ``sqlstore+sqlite:///path``, ``sqlstore://``); ``None`` means
-            ``$ADK_SQLSTORE_DATABASE_URL``, else the embedded SQLite file.
+            ``$ADK_SQLSTORE_DATABASE_URL``, else the embedded SQLite file. A
+            :class:`~adk_sqlstore.Store` or an engine here is taken as ``store``.
         store: a :class:`~adk_sqlstore.Store` (or an engine) you manage, instead of
             ``uri`` (not closed by :meth:`close`).
         engine: the same as ``store``, for an engine.
@@ -39,11 +40,13 @@ class SqlSessionService(BaseSessionService, OnStore):
         max_event_bytes: the largest event (default 8 MiB), as for
             :class:`adk_sqlstore.SqlSessionService`.
         max_state_value_bytes: the largest state value (default 1 MiB), likewise.
-        **settings: connection settings (:mod:`adk_sqlstore.settings`); ``agents_dir``
-            means ADK's server (its service registry) is building the service.
+        **settings: connection settings (:mod:`adk_sqlstore.settings`), with a URL
+            only; ``agents_dir`` means ADK's server (its service registry) is building
+            the service.
 
     Raises:
-        InvalidArgumentError: more than one of ``uri``, ``store`` and ``engine``.
+        InvalidArgumentError: more than one of ``uri``, ``store`` and ``engine``, or
+            connection settings with a store or engine.
         SchemaNotMigratedError: built by ADK's server (``adk web``, ``adk api_server``)
             on a database that is not migrated and may not migrate itself: the server
             stops at start-up with this one line, naming the command to run.
@@ -51,7 +54,7 @@ class SqlSessionService(BaseSessionService, OnStore):
 
     def __init__(
         self,
-        uri: str | None = None,
+        uri: str | Store | AsyncEngine | None = None,
         *,
         store: Store | AsyncEngine | None = None,
         engine: AsyncEngine | None = None,
@@ -62,14 +65,15 @@ class SqlSessionService(BaseSessionService, OnStore):
         max_state_value_bytes: int = DEFAULT_MAX_STATE_VALUE_BYTES,
         **settings: Any,
     ) -> None:
-        given = given_store("session service", uri, store, engine)
-        if given is not None:
-            self._use_store(Store.of(given, auto_migrate=auto_migrate), owns=False)
-        else:
-            made = store_for_uri(
-                uri, auto_migrate=auto_migrate, kind="session service", settings=settings
-            )
-            self._use_store(made, owns=True)
+        chosen, owns = chosen_store(
+            "session service",
+            uri,
+            store=store,
+            engine=engine,
+            auto_migrate=auto_migrate,
+            settings=settings,
+        )
+        self._use_store(chosen, owns=owns)
         self._core: CoreAdkSessions = CoreSessionService(
             self._store,
             models=ADK_MODELS,

@@ -13,27 +13,48 @@ from ..migration import check_schema_at_startup
 from ..store import Store
 from ..urls import describe_url
 
-__all__ = ["given_store", "store_for_uri"]
+__all__ = ["chosen_store", "store_for_uri"]
 
 logger = logging.getLogger("adk_sqlstore.adk")
 
 
-def given_store(
-    kind: str, uri: str | None, store: Store | AsyncEngine | None, engine: AsyncEngine | None
-) -> Store | AsyncEngine | None:
-    """The ``store=`` or ``engine=`` an ADK class was given (``None``: make one from
-    ``uri``); as ADK's ``DatabaseSessionService`` takes exactly one of ``db_url`` and
-    ``db_engine``.
+def chosen_store(
+    kind: str,
+    uri: str | Store | AsyncEngine | None,
+    *,
+    store: Store | AsyncEngine | None,
+    engine: AsyncEngine | None,
+    auto_migrate: bool | None,
+    settings: dict[str, Any],
+) -> tuple[Store, bool]:
+    """The store an ADK class works on, and whether it owns it (closes it): the store or
+    engine it was given (as ``store=``, ``engine=`` or, as the core classes take it,
+    first), else one of its own for ``uri`` (:func:`store_for_uri`). As ADK's
+    ``DatabaseSessionService`` takes exactly one of ``db_url`` and ``db_engine``.
 
     Raises:
-        InvalidArgumentError: more than one of ``uri``, ``store`` and ``engine``.
+        InvalidArgumentError: more than one of ``uri``, ``store`` and ``engine``, or
+            connection settings beside a store or engine (they would be ignored).
+        ConfigurationError, SchemaNotMigratedError: as :func:`store_for_uri`.
     """
-    named = [n for n, v in (("uri", uri), ("store=", store), ("engine=", engine)) if v is not None]
+    first = "uri"
+    if isinstance(uri, Store | AsyncEngine):
+        first = "a store or engine as the first argument"
+    named = [n for n, v in ((first, uri), ("store=", store), ("engine=", engine)) if v is not None]
     if len(named) > 1:
         raise InvalidArgumentError(
             f"{kind}: give one of a URI, store= or engine=, not {' and '.join(named)}"
         )
-    return store if store is not None else engine
+    given = next((v for v in (store, engine, uri) if isinstance(v, Store | AsyncEngine)), None)
+    if given is None:
+        url = uri if isinstance(uri, str) else None
+        return store_for_uri(url, auto_migrate=auto_migrate, kind=kind, settings=settings), True
+    if settings:
+        raise InvalidArgumentError(
+            f"{kind}: {', '.join(sorted(settings))} cannot go with a store or engine you pass"
+            " (it has its own settings); give them to Store.from_url(url, ...) instead"
+        )
+    return Store.of(given, auto_migrate=auto_migrate), False
 
 
 def store_for_uri(

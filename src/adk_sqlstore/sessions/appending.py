@@ -100,11 +100,16 @@ class Appender(Generic[SessionT, EventT, ListT]):
         try:
             revision = await self._write(row, key, token)
         except (_EventIdTaken, StaleSessionError) as exc:
-            if await self._stored_equal(key, stored_event.id, row.data):
-                return event  # delivered before (a retry, or a copy of the session)
-            if isinstance(exc, _EventIdTaken):
-                raise InvalidEventError(str(exc)) from None
-            raise
+            stored = await self._stored_as(key, row)
+            if stored is None and isinstance(exc, StaleSessionError):
+                raise
+            if not stored:  # another event holds the id (current or stale copy alike)
+                raise InvalidEventError(_taken(row, key)) from None
+            # Delivered before (a retry, or a copy through another copy of the session):
+            # nothing changes but the caller's event, as an append leaves it.
+            if len(stored_delta) != len(delta):
+                event.actions.state_delta = stored_delta
+            return event
         # Committed: now bring the caller's object up to date.
         if len(stored_delta) != len(delta):
             event.actions.state_delta = stored_delta
@@ -124,10 +129,7 @@ class Appender(Generic[SessionT, EventT, ListT]):
         """
 
         def duplicate() -> InvalidEventError:
-            return _EventIdTaken(
-                f"event id {row.event_id!r} already exists in session {key['session_id']!r}"
-                " with other content; an event is stored once"
-            )
+            return _EventIdTaken(_taken(row, key))
 
         # On Citus an app: key is written on every node: the call of the append function
         # then runs on the coordinator, in a transaction, rather than delegated to the
@@ -143,15 +145,16 @@ class Appender(Generic[SessionT, EventT, ListT]):
                 raise await _stale_or_missing(conn, key, row.expected_revision, token.incarnation)
         return revision
 
-    async def _stored_equal(self, key: SessionKey, event_id: str, data: str) -> bool:
-        """Whether the session holds this event already, equal to the one appended (as
-        it is stored: without ``temp:`` keys)."""
+    async def _stored_as(self, key: SessionKey, row: AppendRow) -> bool | None:
+        """Whether the session's event with the appended event's id equals it, as
+        stored (``None``: the session holds no such event). Values are compared, not
+        JSON text: key order may differ, and NaN is stored as ADK stores it."""
         async with self._store.autocommit() as conn:
-            stored = await load_event_data(conn, **key, event_id=event_id)
+            stored = await load_event_data(conn, **key, event_id=row.event_id)
         if stored is None:
-            return False
-        (decoded,) = self._codec.decode_events([stored])
-        return bool(decoded.model_dump_json(exclude_none=True) == data)
+            return None
+        before, now = self._codec.decode_events([stored, row.data])
+        return bool(before == now)
 
     def _row(
         self,
@@ -181,6 +184,13 @@ class Appender(Generic[SessionT, EventT, ListT]):
             app_state=sorted(state.app.items()),
             now=time.time(),
         )
+
+
+def _taken(row: AppendRow, key: SessionKey) -> str:
+    return (
+        f"event id {row.event_id!r} already exists in session {key['session_id']!r} with"
+        " other content; an event is stored once"
+    )
 
 
 class _EventIdTaken(InvalidEventError):
