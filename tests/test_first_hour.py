@@ -86,18 +86,24 @@ def test_a_database_that_does_not_exist_says_to_create_it(postgres_server: str) 
 
 
 # 3. a SQLite file in a folder that does not exist: the advice works as given
-def test_the_advice_for_a_missing_sqlite_folder_makes_it(tmp_path: Path) -> None:
+def test_the_advice_for_a_missing_sqlite_folder_makes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The relative URL is resolved in a folder of the test's own (named like a clone
+    of this repository, as a path the advice repeats may hold the command's name)."""
+    where = tmp_path / "adk-sqlstore"
+    where.mkdir()
+    monkeypatch.chdir(where)
     url = "sqlite:///nonexistent/dir/x.db"
     result = runner.invoke(app, ["sessions", "list", "--app", "a", "--url", url])
     assert result.exit_code == 1
     advice = result.output.split("create it with: ", 1)[1].strip()
-    assert advice.startswith("mkdir -p ") and advice.endswith(f"adk-sqlstore migrate --url {url}")
-    command = advice.replace("adk-sqlstore", str(Path(sys.executable).parent / "adk-sqlstore"))
-    done = subprocess.run(command, shell=True, cwd=Path.cwd(), capture_output=True, text=True)
-    try:
-        assert done.returncode == 0, done.stderr
-    finally:
-        shutil.rmtree(Path.cwd() / "nonexistent", ignore_errors=True)
+    run = f"adk-sqlstore migrate --url {url}"
+    assert advice.startswith("mkdir -p ") and advice.endswith(run)
+    command = advice.removesuffix(run) + f"{Path(sys.executable).parent}/{run}"
+    done = subprocess.run(command, shell=True, cwd=where, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (where / "nonexistent" / "dir" / "x.db").is_file()
 
 
 # 4. messages show the URL as the user wrote it, never the driver's spelling
