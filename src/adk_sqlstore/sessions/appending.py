@@ -4,7 +4,10 @@ Follows ``google.adk.sessions.BaseSessionService.append_event``: a partial event
 stored; ``temp:`` keys reach the session object only; the rest of the delta is split by
 scope and written key by key with the event, in one transaction (one round trip:
 :mod:`adk_sqlstore.sql.hot_paths`), guarded by the revision the caller loaded. The
-caller's session object changes only after the commit.
+caller's session object changes only after the commit. An event the session holds
+already, equal by value, is a re-delivery (a retry after a lost reply): it is returned
+and nothing changes, as in ADK's ``InMemorySessionService``; another event under its id
+is :class:`~adk_sqlstore.errors.InvalidEventError`.
 """
 
 from __future__ import annotations
