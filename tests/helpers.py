@@ -134,6 +134,19 @@ class Layer:
         """A ``MemoryEntry`` of this layer (``content`` given as a dict)."""
         return self.entry_model.model_validate(fields)
 
+    def event_of(self, **fields: Any) -> Any:
+        """An event of this layer's class validated from ``fields`` (author ``"user"``
+        unless given; no content unless given)."""
+        return self.event_model.model_validate({"author": "user", **fields})
+
+    async def stored(self, app_name: str, user_id: str, session_id: str) -> Any:
+        """The stored session, asserted to exist."""
+        got = await self.sessions.get_session(
+            app_name=app_name, user_id=user_id, session_id=session_id
+        )
+        assert got is not None, (app_name, user_id, session_id)
+        return got
+
     def config(self, **fields: Any) -> Any:
         """A ``GetSessionConfig`` of this layer."""
         return self.config_model(**fields)

@@ -31,21 +31,9 @@ from .helpers import LAYERS, Layer, LayerName, open_layer
 APP = "my_app"
 
 
-def _event(layer: Layer, **fields: Any) -> Any:
-    """An event of the layer's class, validated from ``fields`` (no text content)."""
-    return layer.event_model.model_validate({"author": "user", **fields})
-
-
 def _delta(layer: Layer, invocation_id: str, ts: float, delta: dict[str, Any]) -> Any:
     """An event of ``invocation_id`` at ``ts`` carrying ``delta``."""
-    return _event(layer, invocation_id=invocation_id, timestamp=ts, actions={"state_delta": delta})
-
-
-async def _get(layer: Layer, user_id: str, session_id: str) -> Any:
-    """The stored session (asserted to exist)."""
-    got = await layer.sessions.get_session(app_name=APP, user_id=user_id, session_id=session_id)
-    assert got is not None
-    return got
+    return layer.event_of(invocation_id=invocation_id, timestamp=ts, actions={"state_delta": delta})
 
 
 # -- create, get, delete ------------------------------------------------------------------
@@ -65,7 +53,7 @@ async def test_created_session_reads_back_equal_then_is_gone_after_delete(layer:
     )
     assert created.id
     assert created.last_update_time <= time.time()
-    got = await _get(layer, "test_user", created.id)
+    got = await layer.stored(APP, "test_user", created.id)
     assert got == created
     assert got.last_update_time <= time.time()
     await layer.sessions.delete_session(app_name=APP, user_id="test_user", session_id=created.id)
@@ -80,11 +68,11 @@ async def test_one_session_id_under_two_users_is_two_sessions(layer: Layer) -> N
     u2 may create session id ``s1`` that u1 already has in the same app; get_session
     for u2 returns u2's session, without u1's event, and u1's is still there."""
     first = await layer.sessions.create_session(app_name=APP, user_id="u1", session_id="s1")
-    await layer.sessions.append_event(first, _event(layer, invocation_id="inv1"))
+    await layer.sessions.append_event(first, layer.event_of(invocation_id="inv1"))
     await layer.sessions.create_session(app_name=APP, user_id="u2", session_id="s1")
-    theirs = await _get(layer, "u2", "s1")
+    theirs = await layer.stored(APP, "u2", "s1")
     assert (theirs.user_id, theirs.app_name, theirs.events) == ("u2", APP, [])
-    mine = await _get(layer, "u1", "s1")
+    mine = await layer.stored(APP, "u1", "s1")
     assert mine.user_id == "u1" and [e.invocation_id for e in mine.events] == ["inv1"]
 
 
@@ -96,13 +84,13 @@ async def test_temp_keys_leave_the_appended_event_but_stay_in_the_object(layer: 
     caller's session object holds ``temp:k1`` and ``sk``; the caller's own event object
     no longer carries ``temp:k1`` in its delta (``sk`` stays), nor does storage."""
     session = await layer.sessions.create_session(app_name=APP, user_id="u1", session_id="s1")
-    event = _event(
-        layer, invocation_id="inv1", actions={"state_delta": {"temp:k1": "v1", "sk": "v2"}}
+    event = layer.event_of(
+        invocation_id="inv1", actions={"state_delta": {"temp:k1": "v1", "sk": "v2"}}
     )
     await layer.sessions.append_event(session, event)
     assert session.state["temp:k1"] == "v1" and session.state["sk"] == "v2"
     assert event.actions.state_delta == {"sk": "v2"}
-    stored = await _get(layer, "u1", "s1")
+    stored = await layer.stored(APP, "u1", "s1")
     assert stored.state == {"sk": "v2"}
     assert stored.events[0].actions.state_delta == {"sk": "v2"}
 
@@ -113,8 +101,7 @@ async def test_temp_value_reaches_the_next_step_of_the_invocation(layer: Layer) 
     SequentialAgent hands ``output_key`` on); the event's delta, all temp, is stored
     empty, and nothing temp is stored."""
     session = await layer.sessions.create_session(app_name=APP, user_id="u1", session_id="s_seq")
-    first = _event(
-        layer,
+    first = layer.event_of(
         invocation_id="inv1",
         author="agent1",
         actions={"state_delta": {"temp:output": "result_from_a1"}},
@@ -123,12 +110,12 @@ async def test_temp_value_reaches_the_next_step_of_the_invocation(layer: Layer) 
     assert session.state.get("temp:output") == "result_from_a1"
     assert first.actions.state_delta == {}
     handed_on = session.state["temp:output"]
-    second = _event(
-        layer, invocation_id="inv1", author="agent2", actions={"state_delta": {"got": handed_on}}
+    second = layer.event_of(
+        invocation_id="inv1", author="agent2", actions={"state_delta": {"got": handed_on}}
     )
     await layer.sessions.append_event(session, second)
     assert session.state["temp:output"] == "result_from_a1"
-    stored = await _get(layer, "u1", "s_seq")
+    stored = await layer.stored(APP, "u1", "s_seq")
     assert stored.state == {"got": "result_from_a1"}
     assert [e.actions.state_delta for e in stored.events] == [{}, {"got": "result_from_a1"}]
 
@@ -148,12 +135,12 @@ async def test_bytes_in_an_event_round_trip(layer: Layer) -> None:
     }
     if layer.name == "adk":
         fields["grounding_metadata"] = {"search_entry_point": {"sdk_blob": b"test_sdk_blob"}}
-    event = _event(layer, **fields)
+    event = layer.event_of(**fields)
     expected = event.model_copy(deep=True)
     session = await layer.sessions.create_session(app_name=APP, user_id="user")
     await layer.sessions.append_event(session, event)
     assert session.events[0].content == expected.content
-    stored = await _get(layer, "user", session.id)
+    stored = await layer.stored(APP, "user", session.id)
     assert len(stored.events) == 1
     assert stored.events[0].content == expected.content
     assert stored.events[0].content.parts[0].inline_data.data == b"test_image_data"
@@ -207,7 +194,7 @@ async def test_an_event_with_every_field_reads_back_in_an_equal_session(
     )
     session = await layer.sessions.create_session(app_name=APP, user_id="user")
     await layer.sessions.append_event(session, event)
-    stored = await _get(layer, "user", session.id)
+    stored = await layer.stored(APP, "user", session.id)
     assert stored == session
     assert stored.last_update_time == 1700000000.123
 
@@ -223,7 +210,7 @@ async def test_an_object_left_behind_is_rejected_after_its_own_append(layer: Lay
     now = time.time()
     original = await layer.sessions.create_session(app_name=APP, user_id="user")
     await layer.sessions.append_event(original, _delta(layer, "inv1", now + 1, {"sk1": "v1"}))
-    updated = await _get(layer, "user", original.id)
+    updated = await layer.stored(APP, "user", original.id)
     await layer.sessions.append_event(updated, _delta(layer, "inv2", now + 2, {"sk2": "v2"}))
     assert original.last_update_time < updated.last_update_time
     assert len(original.events) == 1 and "sk2" not in original.state
@@ -231,7 +218,7 @@ async def test_an_object_left_behind_is_rejected_after_its_own_append(layer: Lay
         await layer.sessions.append_event(original, _delta(layer, "inv3", now + 3, {"sk3": "v3"}))
     if layer.name == "adk":
         assert isinstance(refused.value, ValueError)
-    final = await _get(layer, "user", original.id)
+    final = await layer.stored(APP, "user", original.id)
     assert [e.invocation_id for e in final.events] == ["inv1", "inv2"]
     assert final.state == {"sk1": "v1", "sk2": "v2"}
 
@@ -243,7 +230,7 @@ async def test_two_copies_appending_at_once_let_one_win_every_round(layer: Layer
     with eight events and one of the two keys of each round."""
     session = await layer.sessions.create_session(app_name=APP, user_id="user")
     for i in range(8):
-        latest = await _get(layer, "user", session.id)
+        latest = await layer.stored(APP, "user", session.id)
         copies = [latest.model_copy(deep=True), latest.model_copy(deep=True)]
         base = latest.last_update_time + 10.0
         results = await asyncio.gather(
@@ -258,7 +245,7 @@ async def test_two_copies_appending_at_once_let_one_win_every_round(layer: Layer
         errors = [r for r in results if isinstance(r, BaseException)]
         assert len(errors) == 1, results
         assert isinstance(errors[0], layer.stale) and "modified in storage" in str(errors[0])
-    final = await _get(layer, "user", session.id)
+    final = await layer.stored(APP, "user", session.id)
     assert len(final.events) == 8
     for i in range(8):
         written = {k for k in final.state if k.startswith(f"sk{i}-")}
@@ -272,12 +259,12 @@ async def test_a_drifted_last_update_time_is_not_staleness(layer: Layer) -> None
     object whose last_update_time is off by 0.0001 s (a float round trip) appends
     normally: events inv1, inv2."""
     session = await layer.sessions.create_session(app_name=APP, user_id="user", session_id="s1")
-    first = _event(layer, invocation_id="inv1", timestamp=session.last_update_time + 10)
+    first = layer.event_of(invocation_id="inv1", timestamp=session.last_update_time + 10)
     await layer.sessions.append_event(session, first)
     session.last_update_time -= 0.0001
-    second = _event(layer, invocation_id="inv2", timestamp=first.timestamp + 10)
+    second = layer.event_of(invocation_id="inv2", timestamp=first.timestamp + 10)
     await layer.sessions.append_event(session, second)
-    stored = await _get(layer, "user", "s1")
+    stored = await layer.stored(APP, "user", "s1")
     assert [e.invocation_id for e in stored.events] == ["inv1", "inv2"]
 
 
@@ -297,13 +284,13 @@ async def test_an_object_without_its_marker_appends_while_current(layer: Layer) 
     object without its storage marker (and with a drifted last_update_time) appends
     normally: events inv1, inv2."""
     session = await layer.sessions.create_session(app_name=APP, user_id="user", session_id="s1")
-    first = _event(layer, invocation_id="inv1", timestamp=session.last_update_time + 10)
+    first = layer.event_of(invocation_id="inv1", timestamp=session.last_update_time + 10)
     await layer.sessions.append_event(session, first)
     bare = _without_marker(layer, session)
     bare.last_update_time -= 0.0001
-    second = _event(layer, invocation_id="inv2", timestamp=first.timestamp + 10)
+    second = layer.event_of(invocation_id="inv2", timestamp=first.timestamp + 10)
     await layer.sessions.append_event(bare, second)
-    stored = await _get(layer, "user", "s1")
+    stored = await layer.stored(APP, "user", "s1")
     assert [e.invocation_id for e in stored.events] == ["inv1", "inv2"]
 
 
@@ -416,7 +403,7 @@ async def test_user_state_is_empty_for_an_unknown_user_another_user_or_app(
     session = await layer.sessions.create_session(app_name=APP, user_id="u1")
     delta = {"user:secret": "only-for-u1", "user:data": "only-app-a"}
     await layer.sessions.append_event(
-        session, _event(layer, author="system", actions={"state_delta": delta})
+        session, layer.event_of(author="system", actions={"state_delta": delta})
     )
     assert await layer.sessions.get_user_state(app_name=APP, user_id="u2") == {}
     assert await layer.sessions.get_user_state(app_name="other_app", user_id="u1") == {}
@@ -437,7 +424,7 @@ async def test_user_state_from_events_is_read_without_prefix_latest_value(
     session = await layer.sessions.create_session(app_name=APP, user_id="u1")
 
     async def write(delta: dict[str, Any]) -> None:
-        event = _event(layer, author="system", actions={"state_delta": delta})
+        event = layer.event_of(author="system", actions={"state_delta": delta})
         await layer.sessions.append_event(session, event)
 
     await write({"user:profile": {"name": "Alice"}, "session_key": 1})

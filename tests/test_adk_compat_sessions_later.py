@@ -19,7 +19,6 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -32,16 +31,6 @@ from .helpers import Layer
 APP = "my_app"
 
 
-def _event(layer: Layer, **fields: Any) -> Any:
-    return layer.event_model.model_validate({"author": "user", **fields})
-
-
-async def _get(layer: Layer, user_id: str, session_id: str) -> Any:
-    got = await layer.sessions.get_session(app_name=APP, user_id=user_id, session_id=session_id)
-    assert got is not None
-    return got
-
-
 # -- list ordering -------------------------------------------------------------------------
 
 
@@ -52,16 +41,16 @@ async def test_an_append_moves_a_session_to_the_end_of_the_list(layer: Layer) ->
     recently updated first); sessions updated at the same time are in id order."""
     for session_id in ("a", "b", "c"):
         await layer.sessions.create_session(app_name=APP, user_id="u", session_id=session_id)
-    first = await _get(layer, "u", "a")
+    first = await layer.stored(APP, "u", "a")
     await asyncio.sleep(0.01)
-    await layer.sessions.append_event(first, _event(layer, invocation_id="invocation"))
+    await layer.sessions.append_event(first, layer.event_of(invocation_id="invocation"))
     listed = await layer.sessions.list_sessions(app_name=APP, user_id="u")
     assert [s.id for s in listed.sessions] == ["b", "c", "a"]
     for session_id in ("active_b", "active_a"):
         tied = await layer.sessions.create_session(
             app_name=APP, user_id="tie", session_id=session_id
         )
-        await layer.sessions.append_event(tied, _event(layer, timestamp=2e9))
+        await layer.sessions.append_event(tied, layer.event_of(timestamp=2e9))
     listed = await layer.sessions.list_sessions(app_name=APP, user_id="tie")
     assert [s.id for s in listed.sessions] == ["active_a", "active_b"]
 
@@ -79,7 +68,7 @@ async def test_listed_sessions_carry_their_merged_state_and_no_events(layer: Lay
         state={"app:a": "av", "user:u": "uv", "sk": "sv", "temp:t": "tv"},
     )
     await layer.sessions.append_event(
-        session, _event(layer, invocation_id="inv1", actions={"state_delta": {"sk2": "sv2"}})
+        session, layer.event_of(invocation_id="inv1", actions={"state_delta": {"sk2": "sv2"}})
     )
     (listed,) = (await layer.sessions.list_sessions(app_name=APP, user_id="u1")).sessions
     assert listed.id == "s1" and listed.events == []
@@ -125,10 +114,10 @@ async def test_dict_none_and_false_values_are_stored_as_given_in_every_scope(
         "user:pref": None,
     }
     await layer.sessions.append_event(
-        session, _event(layer, invocation_id="inv1", actions={"state_delta": delta})
+        session, layer.event_of(invocation_id="inv1", actions={"state_delta": delta})
     )
     expected = {**delta, "off": False}
-    for state in (session.state, (await _get(layer, "u1", "s1")).state):
+    for state in (session.state, (await layer.stored(APP, "u1", "s1")).state):
         assert state == expected
         assert state["off"] is False and state["new_flag"] is True
     same_user = await layer.sessions.create_session(app_name=APP, user_id="u1", session_id="s1b")
@@ -149,7 +138,7 @@ async def test_an_append_to_a_session_never_created_raises_not_found(layer: Laye
     made = await layer.sessions.create_session(app_name=APP, user_id="user", session_id="kept")
     never = made.model_copy(update={"id": "never_created"})
     with pytest.raises(layer.not_found):
-        await layer.sessions.append_event(never, _event(layer, invocation_id="inv1"))
+        await layer.sessions.append_event(never, layer.event_of(invocation_id="inv1"))
     got = await layer.sessions.get_session(app_name=APP, user_id="user", session_id="never_created")
     assert got is None
 
@@ -184,8 +173,8 @@ async def test_events_in_a_repeated_local_hour_keep_their_exact_times(
     session = await layer.sessions.create_session(app_name=APP, user_id="user")
     epochs = [1730613600.0, 1730615400.0]
     for epoch in epochs:
-        await layer.sessions.append_event(session, _event(layer, timestamp=epoch))
-    got = await _get(layer, "user", session.id)
+        await layer.sessions.append_event(session, layer.event_of(timestamp=epoch))
+    got = await layer.stored(APP, "user", session.id)
     assert [e.timestamp for e in got.events] == epochs
     assert got.last_update_time == epochs[-1]
     after = await layer.sessions.get_session(
@@ -210,7 +199,7 @@ async def test_an_equal_event_delivered_again_is_stored_and_applied_once(layer: 
         app_name="test_app", user_id="user_dup", session_id="session_dup"
     )
     before = session.model_copy(deep=True)
-    event = _event(layer, invocation_id="inv_dup", actions={"state_delta": {"counter": 1}})
+    event = layer.event_of(invocation_id="inv_dup", actions={"state_delta": {"counter": 1}})
     await layer.sessions.append_event(session, event)
     revision = layer.revision(session)
     for again in (event, event.model_copy(deep=True)):
@@ -225,7 +214,7 @@ async def test_an_equal_event_delivered_again_is_stored_and_applied_once(layer: 
     assert [e.id for e in stored.events] == [event.id]
     assert stored.state == {"counter": 1} and layer.revision(stored) == 1
     with pytest.raises(layer.stale):  # another event through the old copy is stale
-        await layer.sessions.append_event(before, _event(layer, invocation_id="other"))
+        await layer.sessions.append_event(before, layer.event_of(invocation_id="other"))
 
 
 async def test_an_equal_event_is_recognised_by_its_values(layer: Layer) -> None:
@@ -237,7 +226,7 @@ async def test_an_equal_event_is_recognised_by_its_values(layer: Layer) -> None:
     content".)"""
     session = await layer.sessions.create_session(app_name=APP, user_id="u", session_id="v")
     delta = {"city": "Paris", "days": 3, "temp:scratch": "x"}
-    event = _event(layer, invocation_id="i", actions={"state_delta": delta})
+    event = layer.event_of(invocation_id="i", actions={"state_delta": delta})
     untrimmed = event.model_copy(deep=True)
     await layer.sessions.append_event(session, event)
     reordered = event.model_copy(deep=True)
@@ -246,15 +235,14 @@ async def test_an_equal_event_is_recognised_by_its_values(layer: Layer) -> None:
     returned = await layer.sessions.append_event(session, untrimmed)
     assert returned.actions.state_delta == {"city": "Paris", "days": 3}
     if layer.name == "adk":  # ADK's event model carries model output: log-probabilities
-        scored = _event(
-            layer,
+        scored = layer.event_of(
             invocation_id="j",
             avg_logprobs=float("nan"),
             logprobs_result={"chosen_candidates": [{"token": "hi", "log_probability": -1e309}]},
         )
         await layer.sessions.append_event(session, scored)
         await layer.sessions.append_event(session, scored)
-    stored = await _get(layer, "u", "v")
+    stored = await layer.stored(APP, "u", "v")
     assert len(stored.events) == (2 if layer.name == "adk" else 1)
     assert stored.state == {"city": "Paris", "days": 3}
 
@@ -268,10 +256,10 @@ async def test_another_event_under_a_taken_id_through_an_old_copy_is_refused_too
     not help."""
     session = await layer.sessions.create_session(app_name=APP, user_id="u", session_id="o")
     old = session.model_copy(deep=True)
-    await layer.sessions.append_event(session, _event(layer, id="e-1", invocation_id="a"))
+    await layer.sessions.append_event(session, layer.event_of(id="e-1", invocation_id="a"))
     with pytest.raises(InvalidEventError, match="already exists"):
-        await layer.sessions.append_event(old, _event(layer, id="e-1", invocation_id="b"))
-    assert [e.invocation_id for e in (await _get(layer, "u", "o")).events] == ["a"]
+        await layer.sessions.append_event(old, layer.event_of(id="e-1", invocation_id="b"))
+    assert [e.invocation_id for e in (await layer.stored(APP, "u", "o")).events] == ["a"]
 
 
 async def test_another_event_under_a_taken_id_is_refused(layer: Layer) -> None:
@@ -284,23 +272,15 @@ async def test_another_event_under_a_taken_id_is_refused(layer: Layer) -> None:
         app_name="test_app", user_id="user_multi", session_id="session_multi"
     )
     await layer.sessions.append_event(
-        session, _event(layer, id="shared-event-id", invocation_id="inv_a", author="user")
+        session, layer.event_of(id="shared-event-id", invocation_id="inv_a", author="user")
     )
-    other = _event(layer, id="shared-event-id", invocation_id="inv_b", author="agent")
+    other = layer.event_of(id="shared-event-id", invocation_id="inv_b", author="agent")
     with pytest.raises(ValueError, match="event id 'shared-event-id' already exists") as raised:
         await layer.sessions.append_event(session, other)
     assert isinstance(raised.value, InvalidEventError)  # no ADK error of this kind
-    stored = await _get_app(layer, "test_app", "user_multi", "session_multi")
+    stored = await layer.stored("test_app", "user_multi", "session_multi")
     assert [e.author for e in stored.events] == ["user"]
     assert len(session.events) == 1
-
-
-async def _get_app(layer: Layer, app_name: str, user_id: str, session_id: str) -> Any:
-    got = await layer.sessions.get_session(
-        app_name=app_name, user_id=user_id, session_id=session_id
-    )
-    assert got is not None
-    return got
 
 
 # -- session ids ---------------------------------------------------------------------------
@@ -321,8 +301,8 @@ async def test_session_ids_are_stored_as_given_whitespace_included(layer: Layer)
         app_name=APP, user_id="u", session_id="  ex  ", state={"keep": "other"}
     )
     assert padded.id == "  ex  "
-    assert (await _get(layer, "u", "ex")).state == {"keep": "original"}
-    assert (await _get(layer, "u", "  ex  ")).state == {"keep": "other"}
+    assert (await layer.stored(APP, "u", "ex")).state == {"keep": "original"}
+    assert (await layer.stored(APP, "u", "  ex  ")).state == {"keep": "other"}
     blank = await layer.sessions.create_session(app_name=APP, user_id="u", session_id="   ")
     assert blank.id == "   "
     with pytest.raises(ValueError, match="session_id must not be empty") as raised:
@@ -352,7 +332,7 @@ async def test_two_creates_of_one_id_at_once_let_one_win_naming_the_id(layer: La
         lost = [r for r in results if isinstance(r, BaseException)]
         assert len(won) == 1 and len(lost) == 1, results
         assert isinstance(lost[0], layer.already_exists) and session_id in str(lost[0])
-        assert (await _get(layer, "user", session_id)).state == won[0].state
+        assert (await layer.stored(APP, "user", session_id)).state == won[0].state
 
 
 # -- what a call returns is the caller's own ------------------------------------------------
@@ -369,7 +349,7 @@ async def test_editing_what_a_call_returned_changes_nothing_stored(layer: Layer)
     created = await layer.sessions.create_session(
         app_name=APP, user_id="u1", session_id="s1", state=state
     )
-    got = await _get(layer, "u1", "s1")
+    got = await layer.stored(APP, "u1", "s1")
     (listed,) = (await layer.sessions.list_sessions(app_name=APP, user_id="u1")).sessions
     for returned in (created, got, listed):
         returned.state["app:config"]["theme"] = "dark"
@@ -397,13 +377,12 @@ async def test_requested_tool_confirmations_round_trip(layer: Layer) -> None:
         "confirmed": False,
         "payload": {"collection_name": "photos", "resource_id": "album_1"},
     }
-    event = _event(
-        layer,
+    event = layer.event_of(
         invocation_id="invocation",
         actions={"requested_tool_confirmations": {"tool_call_1": confirmation}},
     )
     await layer.sessions.append_event(session, event)
-    (stored,) = (await _get(layer, "user", session.id)).events
+    (stored,) = (await layer.stored(APP, "user", session.id)).events
     asked = stored.actions.requested_tool_confirmations["tool_call_1"]
     if layer.name == "adk":
         from google.adk.tools.tool_confirmation import ToolConfirmation

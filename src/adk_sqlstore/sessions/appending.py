@@ -100,6 +100,7 @@ class Appender(Generic[SessionT, EventT, ListT]):
         key = session_key(session.app_name, session.user_id, session.id)
         row = self._row(key, session, stored_event, stored_delta, token)
 
+        revision: int | None
         try:
             revision = await self._write(row, key, token)
         except (_EventIdTaken, StaleSessionError) as exc:
@@ -108,14 +109,12 @@ class Appender(Generic[SessionT, EventT, ListT]):
                 raise
             if not stored:  # another event holds the id (current or stale copy alike)
                 raise InvalidEventError(_taken(row, key)) from None
-            # Delivered before (a retry, or a copy through another copy of the session):
-            # nothing changes but the caller's event, as an append leaves it.
-            if len(stored_delta) != len(delta):
-                event.actions.state_delta = stored_delta
-            return event
-        # Committed: now bring the caller's object up to date.
+            revision = None  # delivered before: a retry, or through another copy
+        # Committed (or delivered before): the caller's event as an append leaves it.
         if len(stored_delta) != len(delta):
             event.actions.state_delta = stored_delta
+        if revision is None:
+            return event  # nothing else changes, the session object included
         models = self._codec.models
         models.apply_append(session, event, delta)
         models.set_token(session, Token(revision, token.incarnation))
