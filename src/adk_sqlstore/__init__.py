@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         SearchLanguageWarning,
         SessionNotFoundError,
         StaleSessionError,
+        TransientModelError,
         VectorSearchWarning,
     )
     from .generation import Fact, FactRevision, GenerationReport, MemoryGenerator, Topic
@@ -77,6 +78,7 @@ _HOMES = {
         "SearchLanguageWarning",
         "SessionNotFoundError",
         "StaleSessionError",
+        "TransientModelError",
         "VectorSearchWarning",
     ],
     "generation": ["Fact", "FactRevision", "GenerationReport", "MemoryGenerator", "Topic"],
@@ -137,6 +139,7 @@ __all__ = [
     "StaleSessionError",
     "Store",
     "Topic",
+    "TransientModelError",
     "VectorSearchWarning",
 ]
 

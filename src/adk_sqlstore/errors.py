@@ -10,6 +10,8 @@ exc``, and never carry a database password in their message.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "AdkSqlStoreError",
     "AlreadyExistsError",
@@ -30,6 +32,7 @@ __all__ = [
     "SearchLanguageWarning",
     "SessionNotFoundError",
     "StaleSessionError",
+    "TransientModelError",
     "VectorSearchWarning",
 ]
 
@@ -157,7 +160,14 @@ class GenerationError(AdkSqlStoreError):
     answered with something that is not the JSON asked for. The message names the
     model and what went wrong, never the conversation's text. Nothing was written for
     that session's facts (its turns are stored as without generation), and the next
-    run tries it again, up to its limit of attempts."""
+    run tries it again, up to its limit of attempts.
+
+    Attributes:
+        report: the failed run's ``GenerationReport`` (its model calls and tokens
+            counted), when a run raised it; else ``None``.
+    """
+
+    report: Any = None
 
 
 class SearchLanguageWarning(UserWarning):
@@ -170,3 +180,23 @@ class VectorSearchWarning(UserWarning):
     """Hybrid search was asked for (an embedder is configured) but this database keeps
     no vectors (PostgreSQL without pgvector): memory search is lexical until pgvector
     is installed and ``adk-sqlstore memory embed`` has run."""
+
+
+class TransientModelError(GenerationError):
+    """A model call failed in a way that may pass on another try: the server answered
+    HTTP 429, 500, 502, 503 or 504, or the connection failed or was reset. Within the
+    generator's ``timeout`` the call is made again, after a growing wait (at least the
+    server's ``Retry-After``); a :class:`GenerationError` is raised once it gives up.
+    Your own chat model may raise it to have its call retried.
+
+    Attributes:
+        status: the HTTP status, or ``None`` for a connection that failed.
+        retry_after: seconds the server asked to wait (``Retry-After``), or ``None``.
+    """
+
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after

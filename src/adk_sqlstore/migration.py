@@ -46,7 +46,7 @@ __all__ = [
 
 REVISIONS = (
     *("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010"),
-    *("0011", "0012"),
+    *("0011", "0012", "0013"),
 )
 """Every Alembic revision this version of the library knows, oldest first."""
 

@@ -369,17 +369,24 @@ facts = Table(
     Column("text", _TEXT, nullable=False),
     Column("topics", _TEXT, nullable=False),  # a JSON list of topic names
     Column("valid_from", Double, nullable=True),  # when it became true (seconds, UTC)
-    Column("invalid_at", Double, nullable=True),  # when a later fact contradicted it
+    Column("invalid_at", Double, nullable=True),  # when it stopped being true
     Column("expire_at", Double, nullable=True),  # its time to live's end
-    Column("session_id", IDENTIFIER, nullable=True),  # the source of its last revision
-    Column("event_ids", _TEXT, nullable=False),  # a JSON list: that revision's events
+    Column("session_id", IDENTIFIER, nullable=True),  # the source of its text
+    Column("event_ids", _TEXT, nullable=False),  # a JSON list: that source's events
     Column("revision_count", Integer, nullable=False),
     Column("create_time", Double, nullable=False),
     Column("update_time", Double, nullable=False),
+    # Migration 0013: when the store learned it stopped being true (invalid_at is when
+    # it did), and the fact that said so; the text's normalised SHA-256 (equal facts
+    # are one); add_memory's custom_metadata (a JSON object), merged into its memory's.
+    Column("invalidate_time", Double, nullable=True),
+    Column("invalidated_by", IDENTIFIER, nullable=True),
+    Column("text_hash", key(64), nullable=True),
+    Column("custom_metadata", _TEXT, nullable=True),
     PrimaryKeyConstraint("app_name", "user_id", "id"),
 )
 
-# Every change of a fact, numbered from 1: create, update, invalidate, expire.
+# Every change of a fact, numbered from 1: create, update, invalidate, restore, expire.
 fact_revisions = Table(
     "sqlstore_fact_revisions",
     metadata,
@@ -394,6 +401,10 @@ fact_revisions = Table(
     Column("event_ids", _TEXT, nullable=False),
     Column("model", _TEXT, nullable=True),
     Column("create_time", Double, nullable=False),
+    # Migration 0013: an invalidation's time the fact stopped being true, and the fact
+    # that contradicted it (of an invalidate or restore revision).
+    Column("invalid_at", Double, nullable=True),
+    Column("by_fact_id", IDENTIFIER, nullable=True),
     PrimaryKeyConstraint("app_name", "user_id", "fact_id", "revision"),
 )
 
@@ -409,6 +420,9 @@ fact_sources = Table(
     Column("attempts", Integer, nullable=False),
     Column("error", _TEXT, nullable=True),  # the last failure's kind, never content
     Column("update_time", Double, nullable=False),
+    # Migration 0013: the session's incarnation the watermark belongs to (NULL: a
+    # session the store does not hold, or imported before its session).
+    Column("incarnation", IDENTIFIER, nullable=True),
     PrimaryKeyConstraint("app_name", "user_id", "session_id"),
 )
 

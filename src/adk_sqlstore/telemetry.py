@@ -18,7 +18,10 @@ conventions where they have a name:
 - ``enduser.id`` (the user_id) and ``adk_sqlstore.session_id`` only after
   :func:`record_identifiers` ``(True)``: user ids and content stay out of telemetry
   unless the application opts in. Text (state values, messages, queries) is never
-  recorded.
+  recorded;
+- ``adk_sqlstore.generation.retries``: model calls of memory generation made again
+  after a transient failure (HTTP 429 or 5xx, a reset connection), when there were
+  any (:func:`add_count`).
 
 A failing call's span has status ERROR, ``error.type`` (the exception's class, e.g.
 ``adk_sqlstore.errors.StaleSessionError``) and an ``exception`` event with
@@ -44,6 +47,7 @@ except ImportError:  # pragma: no cover - exercised without opentelemetry-api
     trace = None  # type: ignore[assignment]
 
 __all__ = [
+    "add_count",
     "counted",
     "events_of",
     "found",
@@ -61,6 +65,10 @@ _tracer = trace.get_tracer("adk_sqlstore") if trace is not None else None
 _record_identifiers = False
 # Set while a traced call runs, so that the public calls it makes add no spans.
 _in_call: ContextVar[bool] = ContextVar("adk_sqlstore_in_call", default=False)
+# The span of the traced call running, with the counts add_count gave it.
+_counted: ContextVar[tuple[Any, dict[str, int]] | None] = ContextVar(
+    "adk_sqlstore_counted", default=None
+)
 
 
 def record_identifiers(enabled: bool) -> None:
@@ -101,11 +109,14 @@ def traced(
                     set_status_on_exception=False,
                 ) as span:
                     _describe(span, operation, self, args, kwargs)
+                    counts = _counted.set((span, {}))
                     try:
                         result = await method(self, *args, **kwargs)
                     except BaseException as exc:
                         _record_failure(span, exc)
                         raise
+                    finally:
+                        _counted.reset(counts)
                     count = rows(result) if rows is not None else None
                     if count is not None:
                         span.set_attribute("db.response.returned_rows", count)
@@ -116,6 +127,18 @@ def traced(
         return wrapper
 
     return decorate
+
+
+def add_count(attribute: str, count: int = 1) -> None:
+    """Add ``count`` to the integer ``attribute`` of the span of the public call
+    running (e.g. ``adk_sqlstore.generation.retries``); nothing outside a traced call,
+    or while no tracer provider is set."""
+    counted = _counted.get()
+    if counted is None:
+        return
+    span, counts = counted
+    counts[attribute] = counts.get(attribute, 0) + count
+    span.set_attribute(attribute, counts[attribute])
 
 
 def _recording() -> bool:

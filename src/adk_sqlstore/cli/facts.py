@@ -8,11 +8,18 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from ..errors import GenerationError
 from ..generation import Fact, FactRevision, GenerationReport
 from ..memory import SqlMemoryService
 from .common import AppOption, UrlOption, consoles, database, error, memory_app, run_command
 
-__all__ = ["facts_failures", "facts_list", "facts_show", "memory_generate"]
+__all__ = [
+    "facts_failures",
+    "facts_list",
+    "facts_show",
+    "memory_generate",
+    "print_generation",
+]
 
 facts_app = typer.Typer(help="A user's generated facts and their history.", no_args_is_help=True)
 memory_app.add_typer(facts_app, name="facts")
@@ -69,23 +76,43 @@ def memory_generate(
         async with _service(url, model) as memory:
             if session is not None:
                 assert app_name is not None and user is not None
-                return await memory.generate(app_name=app_name, user_id=user, session_id=session)
+                try:
+                    return await memory.generate(
+                        app_name=app_name, user_id=user, session_id=session
+                    )
+                except GenerationError as exc:  # recorded by the run: its report says so
+                    if exc.report is None:
+                        raise
+                    error(str(exc))
+                    report: GenerationReport = exc.report
+                    return report
             return await memory.generate_pending(
                 app_name=app_name, user_id=user, retry_failed=retry_failed
             )
 
     report = run_command(run())
+    if not print_generation(report):
+        raise typer.Exit(1)
+
+
+def print_generation(report: GenerationReport, *, heading: str = "") -> bool:
+    """Print what generation did (one line, then dropped items and failures); whether
+    no session failed."""
     consoles.out.print(
-        f"{report.sessions} session(s), {report.events} event(s) read: {report.created}"
+        f"{heading}{report.sessions} session(s), {report.events} event(s) read: {report.created}"
         f" fact(s) created, {report.updated} updated, {report.invalidated} invalidated,"
-        f" {report.unchanged} already known; {report.model_calls} model call(s),"
-        f" {report.prompt_tokens} prompt token(s)"
+        f" {report.unchanged} already known; {report.model_calls} model call(s)"
+        + (f" ({report.retries} retried)" if report.retries else "")
+        + f", {report.prompt_tokens} prompt token(s)"
     )
     for reason, count in sorted(report.dropped.items()):
         consoles.out.print(f"dropped from the model's answers: {count} {reason}")
     if report.failed:
-        error(f"{report.failed} session(s) failed (see `adk-sqlstore memory facts failures`)")
-        raise typer.Exit(1)
+        error(
+            f"generation failed for {report.failed} session(s): they are retried by the next"
+            " run (see `adk-sqlstore memory facts failures`)"
+        )
+    return not report.failed
 
 
 @facts_app.command("list")
@@ -114,7 +141,7 @@ def facts_list(
             ", ".join(fact.topics),
             fact.text,
             str(fact.revision_count),
-            "yes" if fact.current else f"no (since {_when(fact.invalid_at)})",
+            "yes" if fact.current else _not_current(fact),
         )
     consoles.out.print(table)
     consoles.out.print(f"{len(facts)} fact(s) of {app_name} / {user}")
@@ -122,6 +149,14 @@ def facts_list(
 
 def _when(iso: str | None) -> str:
     return (iso or "")[:19].replace("T", " ")
+
+
+def _not_current(fact: Fact) -> str:
+    """Why a fact is not current: when it stopped being true and when the store
+    learned it, or when it expired."""
+    if fact.invalid_at is None and fact.invalidate_time is None:
+        return f"no (expired {_when(fact.expire_time)})"
+    return f"no (not true since {_when(fact.invalid_at)}; learned {_when(fact.invalidate_time)})"
 
 
 @facts_app.command("show")
@@ -143,14 +178,17 @@ def facts_show(
         error(f"{app_name} / {user} has no fact {fact_id!r}")
         raise typer.Exit(1)
     fact, revisions = found
-    state = "current" if fact.current else f"not current since {_when(fact.invalid_at)}"
+    state = "current" if fact.current else _not_current(fact).removeprefix("no ")
+    if fact.invalidated_by:
+        state += f" by {fact.invalidated_by}"
     consoles.out.print(f"{fact.id}: {fact.text}", soft_wrap=True)
     consoles.out.print(
         f"{state}; valid from {_when(fact.valid_from)}; topics {', '.join(fact.topics)}"
         + (f"; expires {_when(fact.expire_time)}" if fact.expire_time else "")
     )
     table = Table()
-    for column in ("#", "time (UTC)", "action", "text before", "text after", "source", "model"):
+    columns = ("#", "learned (UTC)", "action", "not true since", "text before", "text after")
+    for column in (*columns, "source", "by", "model"):
         table.add_column(column)
     for r in revisions:
         source = f"{r.session_id or '-'} {' '.join(r.event_ids)}".strip()
@@ -158,9 +196,11 @@ def facts_show(
             str(r.revision),
             _when(r.create_time),
             r.action,
+            _when(r.invalid_at),
             r.old_text or "",
             r.new_text or "",
             source,
+            r.by_fact_id or "",
             r.model or "",
         )
     consoles.out.print(table)
@@ -174,19 +214,27 @@ def facts_failures(
     model: ModelOption = None,
     url: UrlOption = None,
 ) -> None:
-    """List the sessions generation gave up on (failed as often as the generator's
-    attempts allow), with their last error; `memory generate --retry-failed` runs them
-    again."""
+    """List the sessions whose generation failed, from the first failure, with their
+    failed attempts and last error: those the next run retries, then those given up on
+    (failed as often as the generator's attempts allow), which `memory generate
+    --retry-failed` runs again."""
 
-    async def run() -> list[tuple[str, str, str, int, str | None]]:
+    async def run() -> tuple[list[tuple[str, str, str, int, str | None]], int]:
         async with _service(url, model) as memory:
-            return await memory.generation_failures(app_name=app_name)
+            failing = await memory.generation_failures(app_name=app_name, retrying=True)
+            return failing, memory.max_attempts
 
-    failures = run_command(run())
+    failures, most = run_command(run())
     table = Table()
-    for column in ("app", "user", "session", "attempts", "last error"):
+    for column in ("app", "user", "session", "attempts", "status", "last error"):
         table.add_column(column)
-    for app, user, session, attempts, message in failures:
-        table.add_row(app, user, session, str(attempts), message or "")
+    retrying = [f for f in failures if f[3] < most]
+    given_up = [f for f in failures if f[3] >= most]
+    for app, user, session, attempts, message in [*retrying, *given_up]:
+        status = "given up" if attempts >= most else "retried by the next run"
+        table.add_row(app, user, session, str(attempts), status, message or "")
     consoles.out.print(table)
-    consoles.out.print(f"{len(failures)} session(s) given up on")
+    consoles.out.print(
+        f"{len(retrying)} session(s) to retry, {len(given_up)} given up on"
+        f" (after {most} failed attempts)"
+    )

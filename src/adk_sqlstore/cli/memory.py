@@ -22,6 +22,7 @@ from .common import (
     progress_bar,
     run_command,
 )
+from .facts import print_generation
 
 __all__ = ["memory_embed", "memory_ingest_idle", "memory_reindex", "memory_search"]
 
@@ -115,8 +116,10 @@ def memory_ingest_idle(
     """Ingest idle sessions into memory (the idle-timeout trigger; suits cron).
 
     Only sessions whose current revision is not in memory yet are read, so running it
-    again does nothing new until sessions change. Exits with 1 if any session could not
-    be ingested (the others are).
+    again does nothing new until sessions change. With a generator (?generator= in the
+    URL), facts are generated after each ingestion, and sessions whose generation
+    failed before are retried; what generation did is printed. Exits with 1 if any
+    session could not be ingested or its generation failed (the others are done).
     """
     if not math.isfinite(idle_minutes):
         raise typer.BadParameter("must be a number of minutes", param_hint="--idle-minutes")
@@ -141,10 +144,15 @@ def memory_ingest_idle(
         f"ingested {total.sessions} session(s), {total.events} event(s)"
         f" with text (idle for {idle_minutes:g} min or more)"
     )
+    generated = total.generation is None or print_generation(
+        total.generation, heading="facts generated: "
+    )
     if total.failed:
         for line in total.errors:
             error(f"not ingested: {line}")
         error(f"{total.failed} session(s) could not be ingested")
+        raise typer.Exit(1)
+    if not generated:
         raise typer.Exit(1)
 
 

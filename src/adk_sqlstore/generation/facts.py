@@ -23,9 +23,14 @@ class Fact:
         text: what it says.
         topics: the topics it is filed under.
         valid_from: when it became true.
-        invalid_at: when a later fact contradicted it (``None`` while current).
+        invalid_at: when it stopped being true: the ``valid_from`` of the fact that
+            contradicted it (``None`` while current). Graphiti's ``invalid_at``.
+        invalidate_time: when the store learned that (``None`` while current).
+            Graphiti's ``expired_at``.
+        invalidated_by: the id of the fact that contradicted it, if any.
         expire_time: when its time to live ends (``None``: never).
-        session_id, event_ids: the session and events its last revision comes from.
+        session_id, event_ids: the session and events its text comes from (its last
+            ``create`` or ``update``; an invalidation does not change them).
         revision_count: its revisions so far (1 after it was created).
         create_time, update_time: when it was first stored and last changed.
     """
@@ -41,19 +46,24 @@ class Fact:
     revision_count: int
     create_time: str
     update_time: str
+    invalidate_time: str | None = None
+    invalidated_by: str | None = None
 
     @property
     def current(self) -> bool:
-        """Whether no later fact contradicted it."""
-        return self.invalid_at is None
+        """Whether no fact contradicted it."""
+        return self.invalid_at is None and self.invalidate_time is None
 
 
 @dataclass(frozen=True)
 class FactRevision:
     """One change of a fact: ``action`` ``create``, ``update``, ``invalidate``,
-    ``expire`` or ``import``; the text before and after (``None`` where there is
-    none); the session and events it comes from; the model that made it; when (ISO
-    8601, UTC)."""
+    ``restore`` (the fact that invalidated it was deleted), ``expire`` or ``import``;
+    the text before and after (``None`` where there is none); the session and events
+    it comes from; the model that made it (``None``: the store itself); when the store
+    made it (``create_time``, ISO 8601, UTC); and of an invalidation, when the fact
+    stopped being true (``invalid_at``) and the fact that contradicted it
+    (``by_fact_id``)."""
 
     revision: int
     action: str
@@ -63,6 +73,8 @@ class FactRevision:
     event_ids: tuple[str, ...]
     model: str | None
     create_time: str
+    invalid_at: str | None = None
+    by_fact_id: str | None = None
 
 
 def fact_of(row: FactRow) -> Fact:
@@ -79,6 +91,8 @@ def fact_of(row: FactRow) -> Fact:
         revision_count=row.revision_count,
         create_time=iso_time(row.create_time),
         update_time=iso_time(row.update_time),
+        invalidate_time=_iso(row.invalidate_time),
+        invalidated_by=row.invalidated_by,
     )
 
 
@@ -93,4 +107,6 @@ def revision_of(row: Revision) -> FactRevision:
         event_ids=tuple(row.event_ids),
         model=row.model,
         create_time=iso_time(row.create_time),
+        invalid_at=_iso(row.invalid_at),
+        by_fact_id=row.by_fact_id,
     )

@@ -113,7 +113,9 @@ class GenerationReport:
         events: events sent to the model.
         created, updated, invalidated, unchanged: facts, by what happened to them.
         dropped: items of the model's answers dropped, by reason (counts only).
-        model_calls: calls made to the model.
+        model_calls: calls made to the model, failed ones included.
+        retries: calls repeated after a transient failure (HTTP 429 or 5xx, a reset
+            connection), within the generator's timeout.
         prompt_tokens, completion_tokens: as the model reported them (prompt tokens
             estimated as characters / 4 where it did not).
         fact_ids: ids of the facts created or updated, in order.
@@ -129,6 +131,7 @@ class GenerationReport:
     unchanged: int = 0
     dropped: dict[str, int] = field(default_factory=dict)
     model_calls: int = 0
+    retries: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     fact_ids: list[str] = field(default_factory=list)

@@ -1,19 +1,36 @@
-"""A chat model behind any server speaking OpenAI's ``POST /chat/completions``."""
+"""A chat model behind any server speaking OpenAI's ``POST /chat/completions``.
+
+An answer that may pass on another try (HTTP 429, 500, 502, 503, 504; a connection
+that failed or was reset) raises :class:`~adk_sqlstore.errors.TransientModelError`,
+with the server's ``Retry-After``; the generator makes the call again
+(:mod:`.calls`).
+"""
 
 from __future__ import annotations
 
+import math
 import os
+import time
+from datetime import UTC
+from email.utils import parsedate_to_datetime
 from typing import Any
 
-from ..errors import ConfigurationError, GenerationError
+from ..errors import ConfigurationError, GenerationError, TransientModelError
 from .chat import ModelReply, ModelRequest
 
-__all__ = ["OpenAICompatibleModel"]
+__all__ = ["MAX_RETRY_AFTER", "TRANSIENT_STATUSES", "OpenAICompatibleModel", "retry_after_seconds"]
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
 
+TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
+"""HTTP statuses worth another try: too many requests, and a server failing or
+overloaded for now."""
+MAX_RETRY_AFTER = 3600.0
+"""Most seconds of a ``Retry-After`` taken as it is (a longer one counts as this)."""
+
 _MAX_ERROR_FIELD = 80  # characters of the answer's JSON error ``type``/``code`` shown
+_OUT_OF_QUOTA = "insufficient_quota"  # OpenAI's 429 for a spent budget: no retry helps
 
 
 class OpenAICompatibleModel:
@@ -79,12 +96,17 @@ class OpenAICompatibleModel:
         ``usage.completion_tokens`` when the server reports them.
 
         Raises:
-            GenerationError: the server could not be reached or timed out (naming
-                httpx's exception class), answered with an HTTP status other than 200,
-                or answered in another shape than OpenAI's. The message names the
-                model, the URL and the status; never the request's text nor the
-                answer's body (it may echo the conversation), only the JSON error's
-                ``type`` and ``code`` when the server gives them.
+            TransientModelError: the server answered HTTP 429 (but for OpenAI's
+                ``insufficient_quota``), 500, 502, 503 or 504 (``status``, and
+                ``retry_after`` from its ``Retry-After`` in seconds), or could not be
+                reached or dropped the connection (``httpx.NetworkError``,
+                ``RemoteProtocolError``; ``status`` None).
+            GenerationError: the server timed out (naming httpx's exception class),
+                answered with another HTTP status than 200, or answered in another
+                shape than OpenAI's. The message names the model, the URL and the
+                status; never the request's text nor the answer's body (it may echo
+                the conversation), only the JSON error's ``type`` and ``code`` when the
+                server gives them.
         """
         import httpx
 
@@ -108,13 +130,48 @@ class OpenAICompatibleModel:
             raise GenerationError(
                 f"{where} timed out after {self._timeout:g} s ({type(exc).__name__})"
             ) from exc
+        except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+            raise TransientModelError(f"{where} failed ({type(exc).__name__})") from exc
         except httpx.HTTPError as exc:
             raise GenerationError(f"{where} failed ({type(exc).__name__})") from exc
         if response.status_code != 200:
-            raise GenerationError(
-                f"{where} answered HTTP {response.status_code}{_error_fields(response)}"
-            )
+            raise _status_error(where, response)
         return _reply(where, response)
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """The seconds an HTTP ``Retry-After`` value asks to wait: delta-seconds
+    (``"120"``) or an HTTP-date (``"Wed, 21 Oct 2015 07:28:00 GMT"``, counted from
+    now; a past one is 0), at most :data:`MAX_RETRY_AFTER`; ``None`` when absent or
+    unreadable."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = when.timestamp() - time.time()
+    if math.isnan(seconds):
+        return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
+
+
+def _status_error(where: str, response: Any) -> GenerationError:
+    """The error of an answer with another status than 200: transient for the
+    :data:`TRANSIENT_STATUSES` (but a 429 for a spent quota)."""
+    status = response.status_code
+    error = _error_of(response)
+    message = f"{where} answered HTTP {status}{_error_fields(error)}"
+    if status not in TRANSIENT_STATUSES or _OUT_OF_QUOTA in (error.get("type"), error.get("code")):
+        return GenerationError(message)
+    retry_after = retry_after_seconds(response.headers.get("retry-after"))
+    return TransientModelError(message, status=status, retry_after=retry_after)
 
 
 def _reply(where: str, response: Any) -> ModelReply:
@@ -144,15 +201,18 @@ def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _error_fields(response: Any) -> str:
-    """``" (type 'x', code 'y')"`` from an OpenAI error body, or ``""``: never more of
-    the body than these two fields, each cut to 80 characters."""
+def _error_of(response: Any) -> dict[str, Any]:
+    """The ``error`` object of an OpenAI error body, or ``{}``."""
     try:
         error = response.json().get("error")
     except (ValueError, AttributeError):
-        return ""
-    if not isinstance(error, dict):
-        return ""
+        return {}
+    return error if isinstance(error, dict) else {}
+
+
+def _error_fields(error: dict[str, Any]) -> str:
+    """``" (type 'x', code 'y')"`` from an OpenAI error object, or ``""``: never more
+    of the body than these two fields, each cut to 80 characters."""
     fields = [
         f"{key} {_field(error[key])!r}"
         for key in ("type", "code")

@@ -11,6 +11,7 @@ its lease expires. Runs for different users go on in parallel.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import time
@@ -18,22 +19,26 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import GenerationError
+from ..errors import AdkSqlStoreError, GenerationError
 from ..memory.hybrid import HybridMemory
 from ..memory.rows import MemoryRows, iso_time
-from ..search.text import text_of
+from ..search.text import clean_text, text_hash, text_of
 from ..sessions.codec import SessionCodec
 from ..sessions.reading import SessionKey, read_session, session_key
+from ..sql import fact_runs as runs
 from ..sql import facts as sql
+from ..sql.sessions import load_session
 from ..sql.users import lock_user
 from ..store import Store, retry_conflicts
-from .chat import ModelReply, ModelRequest
+from .calls import call_model
+from .chat import ModelRequest
 from .generator import GenerationReport, MemoryGenerator
+from .planning import Plan, merge_equal, plan_changes
 from .prompts import Shown, consolidation_prompt, extraction_prompt
 from .replies import Dropped, Extracted, parse_decisions, parse_facts
-from .writing import Plan, Target, plan_changes, write_plan
+from .writing import Destination, Target, write_plan
 
-__all__ = ["Generation", "GivenEvents", "Similar"]
+__all__ = ["MAX_SHOWN_FACTS", "Generation", "GivenEvents", "Similar"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +46,8 @@ Similar = Callable[[str, str, str, int], Awaitable[list[str]]]
 """``(app_name, user_id, text, limit) -> memory ids``: the store's search, best first."""
 
 _POLL = (0.05, 1.0)  # seconds between looks at a lease held by another run: first, most
-_MAX_SHOWN_FACTS = 50
+MAX_SHOWN_FACTS = 50
+"""Stored facts one consolidation call is shown at most."""
 
 
 @dataclass
@@ -63,6 +69,11 @@ class Generation:
     similar: Similar
     generator: MemoryGenerator
 
+    @property
+    def destination(self) -> Destination:
+        """Where the run's facts go."""
+        return Destination(self.store, self.rows, self.hybrid, self.generator.ttl)
+
     async def run(
         self,
         app_name: str,
@@ -79,19 +90,38 @@ class Generation:
         the store; one the store does not hold (a session service of another kind) is
         taken from ``given``, the session object ``add_session_to_memory`` got.
 
+        Any failure of the run (the model's, a reply's, the database's) is recorded as
+        a failed attempt of the session and logged naming the app, user and session
+        (never content); its report counts the calls made (``failed`` 1). An
+        ``automatic`` run never raises it: it returns that report.
+
         Raises:
-            GenerationError: the model failed, timed out or answered with no JSON of
-                the asked shape; or another run held the user's lease for longer than a
-                run may. The failure is recorded for the session (its attempts).
-            DatabaseUnavailableError, ConcurrencyConflictError: as any write.
+            GenerationError: (not ``automatic``) the model failed, timed out or
+                answered with no JSON of the asked shape; or another run held the
+                user's lease for longer than a run may. Its ``report`` is the run's.
+            DatabaseUnavailableError, ConcurrencyConflictError: (not ``automatic``) as
+                any write.
         """
         key = session_key(app_name, user_id, session_id)
-        holder = secrets.token_hex(16)
-        await self._wait_for_lease(app_name, user_id, holder)
+        report = GenerationReport()
         try:
-            report = await self._run(key, holder, consolidate, automatic, given)
-        except GenerationError as exc:
-            await self._failed(key, holder, exc)
+            holder = secrets.token_hex(16)
+            await self._wait_for_lease(app_name, user_id, holder)
+        except Exception as exc:
+            report.failed = 1
+            await self._failed(key, None, exc, report)
+            if automatic:
+                return report
+            raise
+        try:
+            await self._run(key, holder, consolidate, automatic, given, report)
+        except Exception as exc:
+            report.failed = 1
+            await self._failed(key, holder, exc, report)
+            if automatic:
+                return report
+            if isinstance(exc, GenerationError):
+                exc.report = report
             raise
         except BaseException:
             await asyncio.shield(self._release(app_name, user_id, holder))
@@ -99,26 +129,37 @@ class Generation:
         return report
 
     async def add_facts(
-        self, app_name: str, user_id: str, facts: list[Extracted], *, consolidate: bool
+        self,
+        app_name: str,
+        user_id: str,
+        facts: list[Extracted],
+        *,
+        consolidate: bool,
+        metadata: list[dict[str, Any] | None] | None = None,
     ) -> GenerationReport:
         """Store facts given by the caller (``add_memory(..., consolidate=True)``),
-        consolidated with the user's stored facts in one model call (none with
-        ``consolidate`` false: each is created).
+        each with its ``metadata`` (merged into its memory's), consolidated with the
+        user's stored facts in one model call (none with ``consolidate`` false: each
+        is created); facts equal to each other or to a current stored fact are one
+        fact, without a call.
 
         Raises:
-            GenerationError: as :meth:`run` (nothing was written).
+            GenerationError: as :meth:`run` (nothing was written); its ``report`` is
+                the run's.
         """
         holder = secrets.token_hex(16)
         await self._wait_for_lease(app_name, user_id, holder)
         report = GenerationReport()
         try:
-            plan = Plan(facts=facts, events={})
-            if facts and consolidate:
-                await self._consolidate(app_name, user_id, plan, report)
+            merged, extras = merge_equal(facts, metadata)
+            plan = Plan(facts=merged, events={}, metadata=extras, when=time.time())
+            await self._consolidate(app_name, user_id, plan, report, consolidate=consolidate)
             plan_changes(plan, model=self.generator.model.name)
-            await write_plan(self, Target(app_name, user_id), holder, plan, report)
-        except BaseException:
+            await write_plan(self.destination, Target(app_name, user_id), holder, plan, report)
+        except BaseException as exc:
             await asyncio.shield(self._release(app_name, user_id, holder))
+            if isinstance(exc, GenerationError):
+                exc.report = report
             raise
         return report
 
@@ -144,7 +185,7 @@ class Generation:
                 await lock_user(
                     conn, app_name=app_name, user_id=user_id, mode="exclusive", create=True, now=now
                 )
-                return await sql.take_lease(
+                return await runs.take_lease(
                     conn,
                     app_name=app_name,
                     user_id=user_id,
@@ -159,35 +200,75 @@ class Generation:
         async def release() -> None:
             async with self.store.transaction(write=True) as conn:
                 await lock_user(conn, app_name=app_name, user_id=user_id, mode="exclusive")
-                await sql.release_lease(conn, app_name=app_name, user_id=user_id, holder=holder)
+                await runs.release_lease(conn, app_name=app_name, user_id=user_id, holder=holder)
 
         await retry_conflicts(release)
 
-    async def _failed(self, key: SessionKey, holder: str, exc: GenerationError) -> None:
-        """Count a failed attempt for the session and end the lease (one transaction)."""
-        logger.warning("memory generation failed for a session: %s", exc)
+    async def _failed(
+        self, key: SessionKey, holder: str | None, exc: Exception, report: GenerationReport
+    ) -> None:
+        """Count a failed attempt for the session and end the lease (one transaction);
+        logged naming the session (ids are not content), never raising: a database
+        that fails here too is logged as well."""
+        logger.warning(
+            "memory generation failed for session %r of user %r of app %r (%d model calls):"
+            " %s",
+            key["session_id"], key["user_id"], key["app_name"], report.model_calls,
+            _reason(exc),
+        )  # fmt: skip
 
         async def record() -> None:
             async with self.store.transaction(write=True) as conn:
                 await lock_user(
-                    conn, app_name=key["app_name"], user_id=key["user_id"], mode="exclusive"
-                )
-                source = await sql.read_source(conn, **key) or sql.Source(0, 0, None)
+                    conn, app_name=key["app_name"], user_id=key["user_id"], mode="exclusive",
+                    create=True, now=time.time(),
+                )  # fmt: skip
+                source = await self._source(conn, key) or runs.Source(0, 0, None)
                 source.attempts += 1
-                source.error = str(exc)[:500]
-                await sql.write_source(conn, **key, source=source, now=time.time())
-                await sql.release_lease(
-                    conn, app_name=key["app_name"], user_id=key["user_id"], holder=holder
-                )
+                source.error = _reason(exc)[:500]
+                await runs.write_source(conn, **key, source=source, now=time.time())
+                if holder is not None:
+                    await runs.release_lease(
+                        conn, app_name=key["app_name"], user_id=key["user_id"], holder=holder
+                    )
 
-        await asyncio.shield(retry_conflicts(record))
+        try:
+            await asyncio.shield(retry_conflicts(record))
+        except Exception as again:
+            logger.error(
+                "recording the failed generation of session %r of user %r of app %r failed: %s",
+                key["session_id"], key["user_id"], key["app_name"], _reason(again),
+            )  # fmt: skip
+            if holder is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._release(key["app_name"], key["user_id"], holder))
+
+    @staticmethod
+    async def _source(conn: Any, key: SessionKey) -> runs.Source | None:
+        """The session's generation record, if it belongs to the session's current
+        incarnation (one of an earlier session of that id counts for nothing)."""
+        source = await runs.read_source(conn, **key)
+        if source is None or source.incarnation is None:
+            return source
+        row = await load_session(conn, **key)
+        if row is not None and row.incarnation != source.incarnation:
+            return None
+        if row is not None:
+            source.incarnation = row.incarnation
+        return source
 
     async def _run(
-        self, key: SessionKey, holder: str, consolidate: bool | None, automatic: bool, given: Any
-    ) -> GenerationReport:
-        report = GenerationReport()
+        self,
+        key: SessionKey,
+        holder: str,
+        consolidate: bool | None,
+        automatic: bool,
+        given: Any,
+        report: GenerationReport,
+    ) -> None:
         async with self.store.transaction(write=False) as conn:
-            source = await sql.read_source(conn, **key) or sql.Source(0, 0, None)
+            row = await load_session(conn, **key)
+            source = await self._source(conn, key) or runs.Source(0, 0, None)
             stored = await read_session(conn, key, self.codec)
         session = stored if stored is not None else given
         events = list(session.events) if session is not None else []
@@ -198,17 +279,23 @@ class Generation:
         ):
             report.skipped = 1
             await self._release(key["app_name"], key["user_id"], holder)
-            return report
+            return
         shown = self._shown(events[start:])
         report.sessions, report.events = 1, len(shown)
         facts = await self._extract(shown, report) if shown else []
-        plan = Plan(facts=facts, events={e.alias: event.id for e, event in shown.items()})
-        if facts and (self.generator.consolidate if consolidate is None else consolidate):
-            await self._consolidate(key["app_name"], key["user_id"], plan, report)
+        merged, _ = merge_equal(facts)
+        when = max((float(e.timestamp) for e in shown.values()), default=time.time())
+        plan = Plan(merged, {e.alias: event.id for e, event in shown.items()}, when=when)
+        consolidate = self.generator.consolidate if consolidate is None else consolidate
+        await self._consolidate(
+            key["app_name"], key["user_id"], plan, report, consolidate=consolidate
+        )
         plan_changes(plan, model=self.generator.model.name)
-        target = Target(key["app_name"], key["user_id"], key["session_id"], len(events), not loose)
-        await write_plan(self, target, holder, plan, report)
-        return report
+        target = Target(
+            key["app_name"], key["user_id"], key["session_id"], len(events), not loose,
+            None if row is None else row.incarnation,
+        )  # fmt: skip
+        await write_plan(self.destination, target, holder, plan, report)
 
     def _shown(self, events: Sequence[Any]) -> dict[Shown, Any]:
         """The events with text after the ingestion filter, as shown to the model
@@ -223,34 +310,10 @@ class Generation:
                 shown[alias] = event
         return shown
 
-    async def _call(self, request: ModelRequest, report: GenerationReport) -> ModelReply:
-        model = self.generator.model
-        report.model_calls += 1
-        try:
-            reply = await asyncio.wait_for(model.complete(request), self.generator.timeout)
-        except TimeoutError as exc:
-            raise GenerationError(
-                f"model {model.name!r} gave no {request.purpose} within"
-                f" {self.generator.timeout:g} s"
-            ) from exc
-        except GenerationError:
-            raise
-        except Exception as exc:
-            raise GenerationError(
-                f"model {model.name!r} failed during the {request.purpose}: {type(exc).__name__}"
-            ) from None
-        if not isinstance(reply, ModelReply) or not isinstance(reply.text, str):
-            raise GenerationError(f"model {model.name!r} returned no ModelReply with text")
-        report.prompt_tokens += (
-            reply.prompt_tokens or (len(request.system) + len(request.prompt)) // 4
-        )
-        report.completion_tokens += reply.completion_tokens or 0
-        return reply
-
     async def _extract(self, shown: dict[Shown, Any], report: GenerationReport) -> list[Extracted]:
         generator = self.generator
         system, prompt = extraction_prompt(list(shown), generator.topics, limit=generator.max_facts)
-        reply = await self._call(ModelRequest(system, prompt, "extraction"), report)
+        reply = await call_model(self.generator, ModelRequest(system, prompt, "extraction"), report)
         dropped = Dropped()
         times = {e.alias: float(event.timestamp) for e, event in shown.items()}
         facts = parse_facts(
@@ -265,31 +328,40 @@ class Generation:
         return facts
 
     async def _consolidate(
-        self, app_name: str, user_id: str, plan: Plan, report: GenerationReport
+        self,
+        app_name: str,
+        user_id: str,
+        plan: Plan,
+        report: GenerationReport,
+        *,
+        consolidate: bool,
     ) -> None:
-        """Show the model the stored facts most like the new ones; record its decisions
-        in ``plan`` (none without stored facts: every new fact is then created)."""
-        ids: dict[str, None] = {}
-        for fact in plan.facts:
-            for found in await self.similar(
-                app_name, user_id, fact.text, self.generator.similar_facts
-            ):
-                ids[found] = None
+        """Find the new facts equal to current stored ones (``plan.same``, no model
+        call); with ``consolidate``, show the model the others beside the stored facts
+        they may touch (:meth:`_candidates`) and record its decisions in ``plan``
+        (no call without stored facts to show: every new fact is then created)."""
+        if not plan.facts:
+            return
+        user = {"app_name": app_name, "user_id": user_id}
+        hashes = {alias: text_hash(f.text) for alias, f in plan.new.items()}
         async with self.store.transaction(write=False) as conn:
-            stored = await sql.current_facts(
-                conn, app_name=app_name, user_id=user_id, ids=list(ids), now=time.time()
+            equal = await sql.current_by_hash(
+                conn, **user, hashes=list(hashes.values()), now=time.time()
             )
-        shown = [stored[i] for i in ids if i in stored][:_MAX_SHOWN_FACTS]
+        plan.same = {a: equal[h] for a, h in hashes.items() if h in equal}
+        unseen = plan.unseen()
+        if not consolidate or not unseen:
+            return
+        shown = await self._candidates(app_name, user_id, unseen)
         if not shown:
             return
         plan.stored = {f"F{n}": fact for n, fact in enumerate(shown, 1)}
-        new = [Shown(f"N{n}", f.text, iso_time(f.valid_from)) for n, f in enumerate(plan.facts, 1)]
-        old = [
-            Shown(a, f.text, iso_time(f.valid_from or f.create_time))
-            for a, f in plan.stored.items()
-        ]
+        new = [Shown(a, f.text, iso_time(f.valid_from)) for a, f in unseen]
+        old = [Shown(a, f.text, iso_time(f.since)) for a, f in plan.stored.items()]
         system, prompt = consolidation_prompt(new, old)
-        reply = await self._call(ModelRequest(system, prompt, "consolidation"), report)
+        reply = await call_model(
+            self.generator, ModelRequest(system, prompt, "consolidation"), report
+        )
         dropped = Dropped()
         plan.decisions = parse_decisions(
             reply.text,
@@ -299,6 +371,50 @@ class Generation:
             dropped=dropped,
         )
         _log_dropped(dropped, report, "consolidation")
+
+    async def _candidates(
+        self, app_name: str, user_id: str, unseen: list[tuple[str, Extracted]]
+    ) -> list[sql.FactRow]:
+        """The stored facts a consolidation is shown, at most :data:`MAX_SHOWN_FACTS`:
+        all the user's current facts while they are no more; else the union of each
+        new fact's best hits by the store's search (hybrid with an embedder; each new
+        fact's hits in turn, best first) and the current facts under the new facts'
+        topics, the most recently changed first. Memory Bank considers all of a
+        scope's memories; mem0 shows the vector search's top 10."""
+        user = {"app_name": app_name, "user_id": user_id}
+        now = time.time()
+        async with self.store.transaction(write=False) as conn:
+            listed = await sql.list_facts(
+                conn, app_name=app_name, user_id=user_id, now=now, limit=MAX_SHOWN_FACTS + 1
+            )
+        if len(listed) <= MAX_SHOWN_FACTS:
+            return listed
+        per_fact = max(self.generator.similar_facts, MAX_SHOWN_FACTS // len(unseen))
+        hits = [await self.similar(app_name, user_id, f.text, per_fact) for _, f in unseen]
+        ids: dict[str, None] = {}
+        for rank in range(per_fact):
+            for found in hits:
+                if rank < len(found):
+                    ids[found[rank]] = None
+        topics = list(dict.fromkeys(t for _, f in unseen for t in f.topics))
+        async with self.store.transaction(write=False) as conn:
+            stored = await sql.current_facts(conn, **user, ids=list(ids), now=now)
+            shown = [stored[i] for i in ids if i in stored][:MAX_SHOWN_FACTS]
+            if len(shown) < MAX_SHOWN_FACTS:
+                taken = {f.id for f in shown}
+                under = await sql.current_under_topics(
+                    conn, **user, topics=topics, now=now, limit=MAX_SHOWN_FACTS + len(taken)
+                )
+                shown += [f for f in under if f.id not in taken][: MAX_SHOWN_FACTS - len(shown)]
+        return shown
+
+
+def _reason(exc: BaseException) -> str:
+    """A failure as logged and recorded: a GenerationError's message (it names no
+    content), else the exception's class (a driver's message may quote data)."""
+    if isinstance(exc, GenerationError | AdkSqlStoreError):
+        return clean_text(str(exc))
+    return type(exc).__name__
 
 
 def _log_dropped(dropped: Dropped, report: GenerationReport, purpose: str) -> None:

@@ -10,12 +10,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from .. import telemetry
-from ..errors import ConfigurationError, GenerationError, InvalidArgumentError
+from ..errors import ConfigurationError, InvalidArgumentError
 from ..memory.hybrid import HybridMemory
 from ..memory.rows import MemoryRows, iso_time
 from ..models import Content, MemoryEntry, Part, SearchMemoryResponse, SessionLike
-from ..search.text import text_of
+from ..search.text import clean_text, text_of
 from ..sessions.codec import SessionCodec
+from ..sql import fact_runs as runs
 from ..sql import facts as sql
 from ..store import Store, write_completes
 from ..validation import check_count, check_identifier
@@ -117,13 +118,11 @@ class MemoryFacts:
     async def _generate_automatically(
         self, app_name: str, user_id: str, session_id: str, given: Any = None
     ) -> Any:
-        """A run of a trigger: skips sessions past their attempts; failures logged."""
-        try:
-            return await self._generation().run(
-                app_name, user_id, session_id, automatic=True, given=given
-            )
-        except GenerationError:  # logged by the run
-            return GenerationReport(failed=1)
+        """A run of a trigger: skips sessions past their attempts; a failure of any
+        kind is recorded and logged by the run, counted in its report, never raised."""
+        return await self._generation().run(
+            app_name, user_id, session_id, automatic=True, given=given
+        )
 
     async def generate_pending(
         self,
@@ -151,7 +150,7 @@ class MemoryFacts:
         total, after = GenerationReport(), None
         while True:
             async with self._store.transaction(write=False) as conn:
-                page = await sql.pending_sessions(
+                page = await runs.pending_sessions(
                     conn, app_name=app_name, user_id=user_id, after=after, limit=_PAGE,
                     max_attempts=run.generator.max_attempts, failed=None if retry_failed else False,
                 )  # fmt: skip
@@ -161,8 +160,8 @@ class MemoryFacts:
                         report = await self.generate(
                             app_name=app, user_id=user, session_id=session_id
                         )
-                    except GenerationError:  # logged by the run
-                        report = GenerationReport(failed=1)
+                    except Exception as exc:  # recorded and logged by the run
+                        report = getattr(exc, "report", None) or GenerationReport(failed=1)
                 else:
                     report = await self._generate_automatically(app, user, session_id)
                 total.add(report)
@@ -172,19 +171,31 @@ class MemoryFacts:
                 return total
             after = page[-1][:3]
 
-    async def generation_failures(
-        self, *, app_name: str | None = None, user_id: str | None = None, limit: int = 100
-    ) -> list[tuple[str, str, str, int, str | None]]:
-        """Sessions generation gave up on (failed ``max_attempts`` times; run again
-        once they grow): ``(app_name, user_id, session_id, attempts, error)``, the
-        error being the last failure's message (it names no content). Without a
-        generator, "gave up" is after :data:`~.generator.DEFAULT_MAX_ATTEMPTS`."""
+    @property
+    def max_attempts(self) -> int:
+        """Failed runs of a session before the automatic runs give up on it: the
+        generator's ``max_attempts``, or :data:`~.generator.DEFAULT_MAX_ATTEMPTS`
+        without a generator."""
         generator = self._generator
-        attempts = DEFAULT_MAX_ATTEMPTS if generator is None else generator.max_attempts
+        return DEFAULT_MAX_ATTEMPTS if generator is None else generator.max_attempts
+
+    async def generation_failures(
+        self,
+        *,
+        app_name: str | None = None,
+        user_id: str | None = None,
+        limit: int = 100,
+        retrying: bool = False,
+    ) -> list[tuple[str, str, str, int, str | None]]:
+        """Sessions generation gave up on (failed :attr:`max_attempts` times; run again
+        once they grow), and with ``retrying`` also those that failed fewer times (the
+        next automatic run retries them): ``(app_name, user_id, session_id, attempts,
+        error)`` in key order, the error being the last failure's message (it names
+        no content)."""
         async with self._store.transaction(write=False) as conn:
-            return await sql.pending_sessions(
+            return await runs.pending_sessions(
                 conn, app_name=app_name, user_id=user_id, after=None, limit=limit,
-                max_attempts=attempts, failed=True,
+                max_attempts=1 if retrying else self.max_attempts, failed=True,
             )  # fmt: skip
 
     async def _past_facts(
@@ -224,16 +235,19 @@ class MemoryFacts:
     ) -> list[str]:
         """``add_memory(..., consolidate=True)``: the entries' texts (memory ``rows``,
         filtered) consolidated as new facts; the ids of the facts made or updated."""
-        facts = []
+        facts, extras = [], []
         for row in rows:
             metadata = json.loads(row["custom_metadata"])
-            topics = metadata.get("topics")
+            topics = metadata.pop("topics", None)
             names = (
                 tuple(t for t in topics if isinstance(t, str)) if isinstance(topics, list) else ()
             )
-            text = text_of(Content.model_validate_json(row["content"]))
+            text = clean_text(text_of(Content.model_validate_json(row["content"])))
             facts.append(Extracted(text[:MAX_FACT_CHARS], names, float(row["timestamp"]), ()))
-        report = await self._generation().add_facts(app_name, user_id, facts, consolidate=True)
+            extras.append(metadata or None)
+        report = await self._generation().add_facts(
+            app_name, user_id, facts, consolidate=True, metadata=extras
+        )
         return report.fact_ids
 
     async def _generate_quietly(self, session: SessionLike) -> GenerationReport | None:

@@ -1,36 +1,47 @@
-"""A run's changes to the user's facts: planned from the model's decisions, then
-written in one transaction under the user lock, if the run still holds the lease.
+"""A run's changes to the user's facts (a :class:`~.planning.Plan`), written in one
+transaction under the user lock, if the run still holds the lease; and the facts'
+memories.
 
 A current fact is a row of ``sqlstore_facts`` and a memory (same id) that search
-finds, with ``custom_metadata`` ``{"kind": "fact", "topics": [...],
-"source_session_id": ..., "source_event_ids": [...], "valid_from": ISO 8601,
-"revision_count": n}`` (and ``"expire_time"`` with a time to live). An invalidated
-fact keeps its row (``invalid_at`` set) and its revisions; its memory goes.
+finds, with ``custom_metadata`` ``{**the metadata add_memory was given, "kind":
+"fact", "topics": [...], "source_session_id": ..., "source_event_ids": [...],
+"valid_from": ISO 8601, "revision_count": n}`` (and ``"expire_time"`` with a time to
+live). An invalidated fact keeps its row (``invalid_at``: when it stopped being true;
+``invalidate_time``: when the store learned it) and its revisions; its memory goes.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..errors import GenerationError
-from ..memory.rows import iso_time
+from ..memory.hybrid import HybridMemory
+from ..memory.rows import MemoryRows, iso_time
+from ..sql import fact_runs as runs
 from ..sql import facts as sql
 from ..sql import memory as memory_sql
 from ..sql.users import lock_user
-from ..store import retry_conflicts
+from ..store import Store, retry_conflicts
 from .generator import GenerationReport
-from .replies import Decision, Extracted
+from .planning import Plan
 
-if TYPE_CHECKING:
-    from .running import Generation
-
-__all__ = ["FACT_KIND", "Plan", "Target", "fact_metadata", "kept", "plan_changes", "write_plan"]
+__all__ = [
+    "FACT_KIND",
+    "Destination",
+    "Target",
+    "fact_memory",
+    "fact_metadata",
+    "kept",
+    "revert_invalidations",
+    "write_plan",
+]
 
 FACT_KIND = "fact"
 """``custom_metadata["kind"]`` of a fact's memory."""
@@ -59,146 +70,163 @@ def _epoch(iso: str) -> float:
         return float("inf")
 
 
-@dataclass
-class Plan:
-    """A run's new facts (``N1``... in order), the events (alias -> id) and stored
-    facts (alias -> row) shown, the model's decisions, and what they come to."""
-
-    facts: list[Extracted]
-    events: dict[str, str]
-    stored: dict[str, sql.FactRow] = field(default_factory=dict)
-    decisions: list[Decision] = field(default_factory=list)
-    creates: list[Extracted] = field(default_factory=list)
-    updates: list[tuple[sql.FactRow, Extracted, str]] = field(default_factory=list)
-    invalidations: list[tuple[sql.FactRow, Extracted | None]] = field(default_factory=list)
-    unchanged: int = 0
-    model: str = ""
-
-
-def plan_changes(plan: Plan, *, model: str) -> None:
-    """Resolve the decisions: each new fact is created unless decided otherwise; a
-    stored fact is updated by at most one new fact, and one that is invalidated is
-    not updated."""
-    plan.model = model
-    new = {f"N{n}": fact for n, fact in enumerate(plan.facts, 1)}
-    invalidated = {d.target: d for d in plan.decisions if d.action == "invalidate"}
-    for target, invalidation in invalidated.items():
-        assert target is not None
-        plan.invalidations.append((plan.stored[target], new.get(invalidation.fact or "")))
-    decided = {d.fact: d for d in plan.decisions if d.action != "invalidate"}
-    updated: set[str] = set()
-    for alias, fact in new.items():
-        d = decided.get(alias)
-        if d is None or d.action == "create":
-            plan.creates.append(fact)
-        elif d.action == "update" and d.target not in invalidated and d.target not in updated:
-            assert d.target is not None and d.text is not None
-            updated.add(d.target)
-            plan.updates.append((plan.stored[d.target], fact, d.text))
-        elif d.action == "update" and d.target in invalidated:
-            plan.creates.append(fact)  # it replaces the fact it was to update
-        else:
-            plan.unchanged += 1
-
-
 def fact_metadata(fact: sql.FactRow) -> dict[str, Any]:
-    """The ``custom_metadata`` of a fact's memory."""
+    """The ``custom_metadata`` of a fact's memory: the metadata ``add_memory`` was
+    given, then the store's keys (which win)."""
     metadata: dict[str, Any] = {
+        **(fact.custom_metadata or {}),
         "kind": FACT_KIND,
         "topics": fact.topics,
         "source_session_id": fact.session_id,
         "source_event_ids": fact.event_ids,
-        "valid_from": iso_time(
-            fact.valid_from if fact.valid_from is not None else fact.create_time
-        ),
+        "valid_from": iso_time(fact.since),
         "revision_count": fact.revision_count,
     }
     if fact.expire_at is not None:
         metadata["expire_time"] = iso_time(fact.expire_at)
     if fact.invalid_at is not None:
         metadata["invalid_time"] = iso_time(fact.invalid_at)
+    if fact.invalidate_time is not None:
+        metadata["invalidate_time"] = iso_time(fact.invalidate_time)
     return metadata
 
 
-@dataclass
-class _Changes:
-    """Rows to write: facts (with whether each is new), revisions, memories."""
+def fact_memory(
+    rows: MemoryRows, app_name: str, user_id: str, fact: sql.FactRow, now: float
+) -> Any:
+    """A current fact's memory row (through the ingestion filter; ``None`` if it
+    filters the text out)."""
+    return rows.row(
+        app_name=app_name, user_id=user_id, memory_id=fact.id, session_id=None,
+        event_id=None, author=None, timestamp=fact.since, text=fact.text,
+        role=None, custom_metadata=fact_metadata(fact), now=now,
+    )  # fmt: skip
 
-    facts: list[tuple[sql.FactRow, bool]] = field(default_factory=list)
-    revisions: list[sql.Revision] = field(default_factory=list)
-    memories: list[dict[str, Any]] = field(default_factory=list)
-    gone: list[str] = field(default_factory=list)
+
+@dataclass(frozen=True)
+class Destination:
+    """Where a run's facts go: the store, the memory rows' builder (the ingestion
+    filter and text analysis), the vectors (hybrid search), the facts' time to live
+    (seconds; ``None``: forever)."""
+
+    store: Store
+    rows: MemoryRows
+    hybrid: HybridMemory | None
+    ttl: float | None
 
 
 @dataclass(frozen=True)
 class Target:
     """Whose facts a run writes, from which session (``None``: facts given to
-    ``add_memory``), and the session's new watermark (its events processed; not kept
-    without ``watermark``)."""
+    ``add_memory``), and the session's new watermark (its events processed, for its
+    ``incarnation``; not kept without ``watermark``)."""
 
     app_name: str
     user_id: str
     session_id: str | None = None
     event_count: int = 0
     watermark: bool = True
+    incarnation: str | None = None
 
 
-def _changes(run: Generation, key: Target, plan: Plan, now: float) -> _Changes:
-    """The rows the plan comes to: facts (new or not), revisions, memories."""
-    expire = None if run.generator.ttl is None else now + run.generator.ttl
-    out = _Changes()
+@dataclass
+class _Changes:
+    """Rows to write: facts (with whether each is new), revisions, memories; built
+    from a plan for one target at one time."""
 
-    def revise(fact: sql.FactRow, new: bool, action: str, old: str | None, by: Any) -> None:
-        events = [plan.events[e] for e in by.events] if by is not None else []
+    key: Target
+    model: str
+    now: float
+    facts: list[tuple[sql.FactRow, bool]] = field(default_factory=list)
+    revisions: list[sql.Revision] = field(default_factory=list)
+    memories: list[dict[str, Any]] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)
+    ids: dict[str, str] = field(default_factory=dict)  # new fact alias -> its fact's id
+
+    def revise(self, fact: sql.FactRow, new: bool, action: str, old: str | None,
+               events: list[str], invalid_at: float | None = None,
+               by: str | None = None) -> None:  # fmt: skip
+        """Write ``fact`` with a revision of ``action``."""
         text = fact.text if action != "invalidate" else None
-        revision = (fact.revision_count, action, old, text, key.session_id, events, plan.model)
-        out.revisions.append(sql.Revision(fact.id, *revision, now))
-        out.facts.append((fact, new))
+        revision = sql.Revision(
+            fact.id, fact.revision_count, action, old, text, self.key.session_id,
+            events, self.model, self.now, invalid_at, by,
+        )  # fmt: skip
+        self.revisions.append(revision)
+        self.facts.append((fact, new))
 
-    for x in plan.creates:
-        events = [plan.events[e] for e in x.events]
-        fact_id = f"fact-{uuid.uuid4().hex}"
-        fact = sql.FactRow(
-            fact_id, x.text, list(x.topics), x.valid_from, None, expire, key.session_id, events,
-            1, now, now,
-        )  # fmt: skip
-        revise(fact, True, "create", None, x)
-    for stored, x, text in plan.updates:
-        fact = sql.FactRow(
-            stored.id, text, list(dict.fromkeys([*stored.topics, *x.topics])), x.valid_from,
-            None, expire, key.session_id, [plan.events[e] for e in x.events],
-            stored.revision_count + 1, stored.create_time, now,
-        )  # fmt: skip
-        revise(fact, False, "update", stored.text, x)
+
+def _changes(to: Destination, key: Target, plan: Plan, now: float) -> _Changes:
+    """The rows the plan comes to: facts (new or not), revisions, memories."""
+    out = _Changes(key, plan.model, now)
+    expire = None if to.ttl is None else now + to.ttl
+    for n, alias in enumerate(plan.new):
+        _new_fact(out, plan, n, alias, expire)
+    new = plan.new
     for stored, by in plan.invalidations:
-        fact = sql.FactRow(**{**stored.__dict__, "invalid_at": now, "update_time": now})
+        since = new[by].valid_from if by is not None else plan.when
+        by_id = out.ids.get(by) if by is not None else None
+        fact = sql.FactRow(
+            **{**stored.__dict__, "invalid_at": since, "invalidate_time": now,
+               "invalidated_by": by_id, "update_time": now}
+        )  # fmt: skip
         fact.revision_count += 1
-        revise(fact, False, "invalidate", stored.text, by)
+        events = [plan.events[e] for e in new[by].events if e in plan.events] if by else []
+        out.revise(fact, False, "invalidate", stored.text, events, since, by_id)
         out.gone.append(stored.id)
     out.memories = [
         row
         for fact, _ in out.facts
-        if fact.invalid_at is None and (row := _memory(run, key, fact, now)) is not None
+        if fact.current
+        and (row := fact_memory(to.rows, key.app_name, key.user_id, fact, now)) is not None
     ]
     return out
 
 
-def _memory(run: Generation, key: Target, fact: sql.FactRow, now: float) -> Any:
-    """A current fact's memory row (through the ingestion filter)."""
-    return run.rows.row(
-        app_name=key.app_name, user_id=key.user_id, memory_id=fact.id, session_id=None,
-        event_id=None, author=None,
-        timestamp=fact.valid_from if fact.valid_from is not None else now, text=fact.text,
-        role=None, custom_metadata=fact_metadata(fact), now=now,
-    )  # fmt: skip
+def _new_fact(out: _Changes, plan: Plan, n: int, alias: str, expire: float | None) -> None:
+    """The rows of the ``n``-th new fact (``alias``), by its change."""
+    x, change, now, session_id = plan.new[alias], plan.changes[alias], out.now, out.key.session_id
+    events = [plan.events[e] for e in x.events if e in plan.events]
+    if change.action in ("create", "superseded"):
+        fact = sql.FactRow(
+            f"fact-{uuid.uuid4().hex}", x.text, list(x.topics), x.valid_from, None, expire,
+            session_id, events, 1, now, now, custom_metadata=plan.metadata[n],
+        )  # fmt: skip
+        out.ids[alias] = fact.id
+        if change.action == "create":
+            out.revise(fact, True, "create", None, events)
+            return
+        assert change.target is not None  # a newer stored fact says otherwise
+        newer = change.target
+        out.revisions.append(
+            sql.Revision(fact.id, 1, "create", None, x.text, session_id, events, plan.model, now)
+        )
+        fact.invalid_at, fact.invalidate_time, fact.invalidated_by = newer.since, now, newer.id
+        fact.revision_count = 2
+        out.revise(fact, True, "invalidate", x.text, events, newer.since, newer.id)
+    elif change.action == "update":
+        stored, metadata = change.target, plan.metadata[n]
+        assert stored is not None and change.text is not None
+        fact = sql.FactRow(
+            stored.id, change.text, list(dict.fromkeys([*stored.topics, *x.topics])),
+            x.valid_from, None, expire, session_id, events,
+            stored.revision_count + 1, stored.create_time, now,
+            custom_metadata=stored.custom_metadata if metadata is None
+            else {**(stored.custom_metadata or {}), **metadata},
+        )  # fmt: skip
+        out.ids[alias] = fact.id
+        out.revise(fact, False, "update", stored.text, events)
+    elif change.target is not None:  # the same as a stored fact
+        stored = change.target
+        out.ids[alias] = stored.id
+        more = [e for e in events if e not in stored.event_ids]
+        if more and session_id is not None and stored.session_id == session_id:
+            joined = sql.FactRow(**{**stored.__dict__, "event_ids": [*stored.event_ids, *more]})
+            out.facts.append((joined, False))  # its evidence joined: no revision
 
 
 async def write_plan(
-    run: Generation,
-    key: Target,
-    holder: str,
-    plan: Plan,
-    report: GenerationReport,
+    to: Destination, key: Target, holder: str, plan: Plan, report: GenerationReport
 ) -> None:
     """Write the plan, move the session's watermark (if any) and end the lease, in
     one transaction under the user lock. Stored facts changed meanwhile (none should
@@ -209,31 +237,32 @@ async def write_plan(
             was written.
     """
     now = time.time()
-    changes = _changes(run, key, plan, now)
-    prepared = None if run.hybrid is None else await run.hybrid.prepare(changes.memories)
+    changes = _changes(to, key, plan, now)
+    prepared = None if to.hybrid is None else await to.hybrid.prepare(changes.memories)
 
     async def write() -> None:
         user = {"app_name": key.app_name, "user_id": key.user_id}
-        async with run.store.transaction(write=True) as conn:
+        async with to.store.transaction(write=True) as conn:
             await lock_user(conn, app_name=key.app_name, user_id=key.user_id, mode="exclusive")
-            if not await sql.holds_lease(conn, **user, holder=holder):
+            if not await runs.holds_lease(conn, **user, holder=holder):
                 raise GenerationError("the run's lease of the user expired before it wrote")
             await _write(conn, user, changes, now)
-            if run.hybrid is not None:
-                await run.hybrid.write(conn, prepared, key.app_name, key.user_id)
+            if to.hybrid is not None:
+                await to.hybrid.write(conn, prepared, key.app_name, key.user_id)
             if key.session_id is not None and key.watermark:
-                source = sql.Source(key.event_count, 0, None)
-                await sql.write_source(
+                source = runs.Source(key.event_count, 0, None, key.incarnation)
+                await runs.write_source(
                     conn, **user, session_id=key.session_id, source=source, now=now
                 )
-            await sql.release_lease(conn, **user, holder=holder)
+            await runs.release_lease(conn, **user, holder=holder)
 
     await retry_conflicts(write)
-    report.created += len(plan.creates)
-    report.updated += len(plan.updates)
-    report.invalidated += len(plan.invalidations)
-    report.unchanged += plan.unchanged
-    report.fact_ids += [f.id for f, _ in changes.facts if f.invalid_at is None]
+    report.created += plan.count("create") + plan.count("superseded")
+    report.updated += plan.count("update")
+    report.invalidated += len(plan.invalidations) + plan.count("superseded")
+    report.unchanged += plan.count("same")
+    fresh = {f.id for f, _ in changes.facts if f.current}
+    report.fact_ids += [i for i in dict.fromkeys(changes.ids.values()) if i in fresh]
 
 
 async def _write(
@@ -244,10 +273,10 @@ async def _write(
     stored = await sql.current_facts(
         conn, **user, ids=[f.id for f, new in changes.facts if not new], now=now
     )
-    kept = [(f, new) for f, new in changes.facts if new or f.id in stored]
-    for fact, new in kept:
+    kept_ = [(f, new) for f, new in changes.facts if new or f.id in stored]
+    for fact, new in kept_:
         await sql.write_fact(conn, **user, fact=fact, new=new)
-    ids = {f.id for f, _ in kept}
+    ids = {f.id for f, _ in kept_}
     await sql.insert_revisions(
         conn, **user, revisions=[r for r in changes.revisions if r.fact_id in ids]
     )
@@ -255,3 +284,62 @@ async def _write(
     if gone:
         await memory_sql.delete_memories(conn, **user, memory_ids=gone)
     await memory_sql.upsert_memories(conn, [m for m in changes.memories if m["id"] in ids])
+
+
+async def revert_invalidations(
+    conn: AsyncConnection,
+    rows: MemoryRows,
+    *,
+    app_name: str,
+    user_id: str,
+    gone: Sequence[str],
+    session_id: str | None,
+    now: float,
+) -> list[dict[str, Any]]:
+    """Before the facts ``gone`` are deleted (and, with ``session_id``, that session's
+    facts): undo the invalidations they caused. A fact one of them invalidated is
+    current again (a ``restore`` revision, its memory made again), or, when the fact
+    that invalidated it was itself invalidated by a fact that stays, invalidated by
+    that one instead (an ``invalidate`` revision). Returns the memory rows written
+    (for their vectors). The caller holds the user lock (``"exclusive"``)."""
+    user = {"app_name": app_name, "user_id": user_id}
+    affected = [
+        f
+        for f in await sql.invalidated_by_any(conn, **user, ids=gone, session_id=session_id)
+        if f.id not in gone
+    ]
+    if not affected:
+        return []
+    gone_rows = await sql.read_facts(conn, **user, ids=list(gone))
+    written: list[dict[str, Any]] = []
+    revisions: list[sql.Revision] = []
+    for fact in affected:
+        by = fact.invalidated_by
+        seen: set[str] = set()
+        while by is not None and by in gone_rows and by not in seen:
+            seen.add(by)
+            by = gone_rows[by].invalidated_by
+        survivor = None if by is None else (await sql.read_facts(conn, **user, ids=[by])).get(by)
+        fact.revision_count += 1
+        fact.update_time = now
+        if survivor is not None:
+            fact.invalidated_by, fact.invalid_at = survivor.id, max(survivor.since, fact.since)
+            revision = sql.Revision(
+                fact.id, fact.revision_count, "invalidate", fact.text, None, session_id, [],
+                None, now, fact.invalid_at, survivor.id,
+            )  # fmt: skip
+        else:
+            fact.invalid_at = fact.invalidate_time = fact.invalidated_by = None
+            revision = sql.Revision(
+                fact.id, fact.revision_count, "restore", None, fact.text, session_id, [],
+                None, now,
+            )  # fmt: skip
+            if (fact.expire_at is None or fact.expire_at > now) and (
+                row := fact_memory(rows, app_name, user_id, fact, now)
+            ) is not None:
+                written.append(row)
+        revisions.append(revision)
+        await sql.write_fact(conn, **user, fact=fact, new=False)
+    await sql.insert_revisions(conn, **user, revisions=revisions)
+    await memory_sql.upsert_memories(conn, written)
+    return written

@@ -11,10 +11,15 @@ The document (``memories.json`` beside a user's exported sessions)::
                    "custom_metadata"}],
      "facts": [{"id", "text", "topics", "valid_from", "invalid_at", "expire_at",
                 "session_id", "event_ids", "revision_count", "create_time",
-                "update_time", "revisions": [{"revision", "action", "old_text",
-                "new_text", "session_id", "event_ids", "model", "create_time"}]}],
+                "update_time", "invalidate_time", "invalidated_by", "custom_metadata",
+                "revisions": [{"revision", "action", "old_text", "new_text",
+                "session_id", "event_ids", "model", "create_time", "invalid_at",
+                "by_fact_id"}]}],
      "generation": [{"session_id", "event_count", "attempts", "error",
                      "update_time"}]}
+
+A generation record is imported for the session of that id as the store holds it
+then (its incarnation), or for the next one made if none is held yet.
 
 Times are seconds since the epoch (UTC), as stored, so that a round trip is exact;
 ``content`` is the memory's ``Content`` as JSON.
@@ -34,8 +39,10 @@ from ..errors import InvalidMemoryError
 from ..generation.writing import fact_metadata
 from ..models import Content
 from ..search.text import text_of
+from ..sql import fact_runs as runs
 from ..sql import facts as sql
 from ..sql import memory as memory_sql
+from ..sql.sessions import load_session
 from ..sql.users import lock_user
 from ..store import Store, retry_conflicts, write_completes
 from ..validation import check_argument, check_identifier
@@ -68,6 +75,8 @@ class _Revision(BaseModel):
     event_ids: list[str] = []
     model: str | None = None
     create_time: float
+    invalid_at: float | None = None
+    by_fact_id: str | None = None
 
 
 class _Fact(BaseModel):
@@ -83,6 +92,9 @@ class _Fact(BaseModel):
     revision_count: int
     create_time: float
     update_time: float
+    invalidate_time: float | None = None
+    invalidated_by: str | None = None
+    custom_metadata: dict[str, Any] | None = None
     revisions: list[_Revision] = []
 
 
@@ -125,7 +137,7 @@ class MemoryTransfer:
                 conn, app_name=app_name, user_id=user_id, now=time.time(), history=True
             )
             revisions = await sql.all_revisions(conn, **user)
-            sources = await sql.all_sources(conn, **user)
+            sources = await runs.all_sources(conn, **user)
         return {
             "format": MEMORIES_FORMAT,
             **user,
@@ -142,7 +154,7 @@ class MemoryTransfer:
             ],
             "facts": [
                 {
-                    **f.__dict__,
+                    **{k: v for k, v in f.__dict__.items() if k != "text_hash"},
                     "revisions": [
                         {k: v for k, v in r.__dict__.items() if k != "fact_id"}
                         for r in revisions.get(f.id, [])
@@ -215,7 +227,7 @@ class MemoryTransfer:
                 rows.append(row)
         for f in doc.facts:
             fact = _fact_row(f)
-            if fact.invalid_at is None:
+            if fact.current:
                 row = self._rows.row(
                     app_name=doc.app_name, user_id=doc.user_id, memory_id=f.id, session_id=None,
                     event_id=None, author=None, timestamp=f.valid_from or f.create_time,
@@ -228,6 +240,8 @@ class MemoryTransfer:
 
 def _fact_row(f: _Fact) -> sql.FactRow:
     values = f.model_dump(exclude={"revisions"})
+    if values["invalid_at"] is not None and values["invalidate_time"] is None:
+        values["invalidate_time"] = values["invalid_at"]  # written before invalidate_time existed
     return sql.FactRow(**values)
 
 
@@ -260,10 +274,12 @@ async def _write(
     counts["memories"] = len([m for m in doc.memories if m.id in fresh])
     counts["skipped"] = len(ids) - len(fresh)
     for source in doc.generation:
-        if not replace and await sql.read_source(conn, **user, session_id=source.session_id):
+        if not replace and await runs.read_source(conn, **user, session_id=source.session_id):
             continue
-        record = sql.Source(source.event_count, source.attempts, source.error)
-        await sql.write_source(
+        session = await load_session(conn, **user, session_id=source.session_id)
+        incarnation = None if session is None else session.incarnation
+        record = runs.Source(source.event_count, source.attempts, source.error, incarnation)
+        await runs.write_source(
             conn, **user, session_id=source.session_id, source=record, now=source.update_time
         )
     return counts

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from typing import Any
 
 __all__ = [
@@ -12,9 +13,12 @@ __all__ = [
     "MAX_INDEXED_CHARS",
     "MAX_QUERY_CHARS",
     "classed",
+    "clean_text",
     "indexed_text",
     "length_class",
+    "normal_form",
     "search_scope",
+    "text_hash",
     "text_of",
     "valid_unicode",
 ]
@@ -31,6 +35,31 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def valid_unicode(text: str) -> str:
     """``text`` with lone surrogates (not encodable as UTF-8) replaced by U+FFFD."""
     return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+
+
+def clean_text(text: str) -> str:
+    """``text`` without NUL characters, its lone surrogates replaced by U+FFFD: text
+    from a model or a caller as every backend can store it (PostgreSQL and MySQL
+    refuse NUL; UTF-8 has no lone surrogates, which ``"\\ud83d"`` in JSON becomes)."""
+    return valid_unicode(text.replace("\x00", ""))
+
+
+_SPACE = re.compile(r"\s+")
+_FINAL_STOPS = ".!。！．"
+
+
+def normal_form(text: str) -> str:
+    """The form two texts of one fact share: Unicode NFKC, case folded, runs of
+    whitespace as one space, no leading or trailing space, no final full stop. Facts
+    equal in it are one fact (compared by :func:`text_hash`, as mem0 hashes a
+    memory's text)."""
+    folded = unicodedata.normalize("NFKC", clean_text(text)).casefold()
+    return _SPACE.sub(" ", folded).strip().rstrip(_FINAL_STOPS).strip()
+
+
+def text_hash(text: str) -> str:
+    """The SHA-256 (64 hex digits) of :func:`normal_form`."""
+    return hashlib.sha256(normal_form(text).encode("utf-8")).hexdigest()
 
 
 def text_of(content: Any) -> str:

@@ -1,5 +1,6 @@
-"""Statements of memory generation: facts, their revisions, the per-session watermark
-and the per-user lease (tables of migration 0012, :mod:`adk_sqlstore.schema`).
+"""Statements of memory generation: facts and their revisions (tables of migrations
+0012 and 0013, :mod:`adk_sqlstore.schema`; the runs' lease and watermarks are
+:mod:`.fact_runs`'s).
 
 Every statement names ``(app_name, user_id)`` in its ``WHERE`` (or its row, for an
 insert). Writers hold the user lock in ``"exclusive"`` mode (:mod:`.users`): one
@@ -14,38 +15,39 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, delete, insert, or_, select, tuple_, update
+from sqlalchemy import and_, delete, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..schema import fact_leases, fact_revisions, fact_sources, facts, memories, sessions
+from ..schema import fact_revisions, fact_sources, facts, memories
+from ..search.text import clean_text, text_hash
 from .constructs import chunks
 
 __all__ = [
     "FactRow",
     "Revision",
-    "Source",
     "added_memories",
     "all_revisions",
-    "all_sources",
+    "current_by_hash",
     "current_facts",
+    "current_under_topics",
     "delete_facts",
     "fact_history",
-    "holds_lease",
+    "facts_to_delete",
     "insert_revisions",
+    "invalidated_by_any",
     "list_facts",
-    "pending_sessions",
-    "read_source",
-    "release_lease",
-    "take_lease",
+    "read_facts",
     "users_with_added_memories",
     "write_fact",
-    "write_source",
 ]
 
 
 @dataclass
 class FactRow:
-    """A row of ``sqlstore_facts`` (times in seconds since the epoch, UTC)."""
+    """A row of ``sqlstore_facts`` (times in seconds since the epoch, UTC):
+    ``invalid_at`` is when the fact stopped being true, ``invalidate_time`` when the
+    store learned it, ``invalidated_by`` the fact that said so; ``session_id`` and
+    ``event_ids`` are the source of its text (its last create or update)."""
 
     id: str
     text: str
@@ -58,9 +60,14 @@ class FactRow:
     revision_count: int
     create_time: float
     update_time: float
+    invalidate_time: float | None = None
+    invalidated_by: str | None = None
+    text_hash: str | None = None
+    custom_metadata: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, row: Any) -> FactRow:
+        metadata = row.custom_metadata
         return cls(
             id=row.id,
             text=row.text,
@@ -73,21 +80,44 @@ class FactRow:
             revision_count=int(row.revision_count),
             create_time=float(row.create_time),
             update_time=float(row.update_time),
+            invalidate_time=row.invalidate_time,
+            invalidated_by=row.invalidated_by,
+            text_hash=row.text_hash,
+            custom_metadata=None if metadata is None else json.loads(metadata),
         )
 
+    @property
+    def current(self) -> bool:
+        """Not invalidated (its time to live aside)."""
+        return self.invalid_at is None and self.invalidate_time is None
+
+    @property
+    def since(self) -> float:
+        """When it became true: ``valid_from``, else when it was stored."""
+        return self.valid_from if self.valid_from is not None else self.create_time
+
     def values(self) -> dict[str, Any]:
-        """The row's columns but the user's, JSON columns as JSON text."""
+        """The row's columns but the user's: text cleaned (no NUL, no lone surrogate),
+        its hash, JSON columns as JSON text."""
+        text = clean_text(self.text)
+        metadata = self.custom_metadata
         return {
             **self.__dict__,
-            "topics": json.dumps(self.topics, ensure_ascii=False),
+            "text": text,
+            "text_hash": text_hash(text),
+            "topics": json.dumps([clean_text(t) for t in self.topics], ensure_ascii=False),
             "event_ids": json.dumps(self.event_ids),
+            "custom_metadata": None if metadata is None else json.dumps(metadata),
         }
 
 
 @dataclass
 class Revision:
     """A row of ``sqlstore_fact_revisions``: one change of a fact (``action``:
-    ``create``, ``update``, ``invalidate``, ``expire`` or ``import``)."""
+    ``create``, ``update``, ``invalidate``, ``restore``, ``expire`` or ``import``);
+    an invalidation's ``invalid_at`` (when the fact stopped being true; its
+    ``create_time`` is when the store learned it) and ``by_fact_id`` (the fact that
+    contradicted it)."""
 
     fact_id: str
     revision: int
@@ -98,6 +128,8 @@ class Revision:
     event_ids: list[str]
     model: str | None
     create_time: float
+    invalid_at: float | None = None
+    by_fact_id: str | None = None
 
     @classmethod
     def of(cls, row: Any) -> Revision:
@@ -111,16 +143,9 @@ class Revision:
             event_ids=list(json.loads(row.event_ids)),
             model=row.model,
             create_time=float(row.create_time),
+            invalid_at=row.invalid_at,
+            by_fact_id=row.by_fact_id,
         )
-
-
-@dataclass
-class Source:
-    """A session's generation record: events processed and failed attempts since."""
-
-    event_count: int
-    attempts: int
-    error: str | None
 
 
 def _user(table: Any, app_name: str, user_id: str) -> list[Any]:
@@ -130,72 +155,9 @@ def _user(table: Any, app_name: str, user_id: str) -> list[Any]:
 def _current(now: float) -> list[Any]:
     return [
         facts.c.invalid_at.is_(None),
+        facts.c.invalidate_time.is_(None),
         or_(facts.c.expire_at.is_(None), facts.c.expire_at > now),
     ]
-
-
-async def take_lease(
-    conn: AsyncConnection, *, app_name: str, user_id: str, holder: str, until: float, now: float
-) -> str:
-    """Make ``holder`` the user's generator until ``until`` if no other holds an
-    unexpired lease; returns who holds it now (``holder``, or the other). The caller
-    holds the user lock."""
-    where = _user(fact_leases, app_name, user_id)
-    found = (await conn.execute(select(fact_leases).where(*where))).first()
-    if found is None:
-        row = {"app_name": app_name, "user_id": user_id, "holder": holder, "lease_until": until}
-        await conn.execute(insert(fact_leases).values(row))
-        return holder
-    if found.holder != holder and found.lease_until > now:
-        return str(found.holder)
-    values = {"holder": holder, "lease_until": until}
-    await conn.execute(update(fact_leases).where(*where).values(values))
-    return holder
-
-
-async def holds_lease(conn: AsyncConnection, *, app_name: str, user_id: str, holder: str) -> bool:
-    """Whether ``holder`` holds the user's lease (expired or not: no other took it)."""
-    where = [*_user(fact_leases, app_name, user_id), fact_leases.c.holder == holder]
-    return (await conn.execute(select(fact_leases.c.holder).where(*where))).first() is not None
-
-
-async def release_lease(conn: AsyncConnection, *, app_name: str, user_id: str, holder: str) -> bool:
-    """End ``holder``'s lease of the user; whether it still held it."""
-    where = [*_user(fact_leases, app_name, user_id), fact_leases.c.holder == holder]
-    return int((await conn.execute(delete(fact_leases).where(*where))).rowcount) > 0
-
-
-async def read_source(
-    conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str
-) -> Source | None:
-    """The session's generation record, or ``None`` before its first run."""
-    where = [*_user(fact_sources, app_name, user_id), fact_sources.c.session_id == session_id]
-    columns = (fact_sources.c.event_count, fact_sources.c.attempts, fact_sources.c.error)
-    found = (await conn.execute(select(*columns).where(*where))).first()
-    return None if found is None else Source(int(found[0]), int(found[1]), found[2])
-
-
-async def write_source(
-    conn: AsyncConnection,
-    *,
-    app_name: str,
-    user_id: str,
-    session_id: str,
-    source: Source,
-    now: float,
-) -> None:
-    """Store the session's generation record (made if absent)."""
-    where = [*_user(fact_sources, app_name, user_id), fact_sources.c.session_id == session_id]
-    values = {
-        "event_count": source.event_count,
-        "attempts": source.attempts,
-        "error": source.error,
-        "update_time": now,
-    }
-    if (await conn.execute(update(fact_sources).where(*where).values(values))).rowcount:
-        return
-    key = {"app_name": app_name, "user_id": user_id, "session_id": session_id}
-    await conn.execute(insert(fact_sources).values({**key, **values}))
 
 
 async def current_facts(
@@ -209,6 +171,104 @@ async def current_facts(
         )
         found.update((r.id, FactRow.of(r)) for r in (await conn.execute(stmt)).all())
     return found
+
+
+async def current_by_hash(
+    conn: AsyncConnection, *, app_name: str, user_id: str, hashes: Sequence[str], now: float
+) -> dict[str, FactRow]:
+    """The user's current facts whose text hash is among ``hashes``, by hash (the most
+    recently changed of equal ones)."""
+    found: dict[str, FactRow] = {}
+    for chunk in chunks(list(dict.fromkeys(hashes))):
+        stmt = (
+            select(facts)
+            .where(*_user(facts, app_name, user_id), facts.c.text_hash.in_(chunk), *_current(now))
+            .order_by(facts.c.update_time, facts.c.id)
+        )
+        found.update((r.text_hash, FactRow.of(r)) for r in (await conn.execute(stmt)).all())
+    return found
+
+
+def _like(value: str) -> str:
+    return value.replace("!", "!!").replace("%", "!%").replace("_", "!_")
+
+
+async def current_under_topics(
+    conn: AsyncConnection,
+    *,
+    app_name: str,
+    user_id: str,
+    topics: Sequence[str],
+    now: float,
+    limit: int,
+) -> list[FactRow]:
+    """The user's current facts filed under any of ``topics``, the most recently
+    changed first, at most ``limit``."""
+    if not topics:
+        return []
+    under = [
+        facts.c.topics.like(f"%{_like(json.dumps(t, ensure_ascii=False))}%", escape="!")
+        for t in topics
+    ]
+    stmt = (
+        select(facts)
+        .where(*_user(facts, app_name, user_id), *_current(now), or_(*under))
+        .order_by(facts.c.update_time.desc(), facts.c.id)
+        .limit(limit)
+    )
+    rows = [FactRow.of(r) for r in (await conn.execute(stmt)).all()]
+    return [r for r in rows if set(r.topics) & set(topics)]
+
+
+async def read_facts(
+    conn: AsyncConnection, *, app_name: str, user_id: str, ids: Sequence[str]
+) -> dict[str, FactRow]:
+    """The user's facts among ``ids`` (current or not), by id."""
+    found: dict[str, FactRow] = {}
+    for chunk in chunks(list(ids)):
+        stmt = select(facts).where(*_user(facts, app_name, user_id), facts.c.id.in_(chunk))
+        found.update((r.id, FactRow.of(r)) for r in (await conn.execute(stmt)).all())
+    return found
+
+
+async def invalidated_by_any(
+    conn: AsyncConnection,
+    *,
+    app_name: str,
+    user_id: str,
+    ids: Sequence[str],
+    session_id: str | None = None,
+) -> list[FactRow]:
+    """The user's facts invalidated by one of the facts ``ids``, and (``session_id``)
+    those invalidated from that session by no fact (their last revision an
+    ``invalidate`` of that session), in id order."""
+    found: dict[str, FactRow] = {}
+    for chunk in chunks(list(ids)):
+        stmt = select(facts).where(
+            *_user(facts, app_name, user_id), facts.c.invalidated_by.in_(chunk)
+        )
+        found.update((r.id, FactRow.of(r)) for r in (await conn.execute(stmt)).all())
+    if session_id is not None:
+        r = fact_revisions
+        last = and_(
+            r.c.app_name == facts.c.app_name,
+            r.c.user_id == facts.c.user_id,
+            r.c.fact_id == facts.c.id,
+            r.c.revision == facts.c.revision_count,
+        )
+        stmt = (
+            select(facts)
+            .join(r, last)
+            .where(
+                *_user(facts, app_name, user_id),
+                facts.c.invalid_at.is_not(None),
+                facts.c.invalidated_by.is_(None),
+                r.c.action == "invalidate",
+                r.c.session_id == session_id,
+            )
+        )
+        found.update((row.id, FactRow.of(row)) for row in (await conn.execute(stmt)).all())
+    return [found[k] for k in sorted(found)]
 
 
 async def list_facts(
@@ -265,12 +325,34 @@ async def insert_revisions(
             **r.__dict__,
             "app_name": app_name,
             "user_id": user_id,
+            "old_text": None if r.old_text is None else clean_text(r.old_text),
+            "new_text": None if r.new_text is None else clean_text(r.new_text),
+            "model": None if r.model is None else clean_text(r.model),
             "event_ids": json.dumps(r.event_ids),
         }
         for r in revisions
     ]
     if rows:
         await conn.execute(insert(fact_revisions), rows)
+
+
+async def facts_to_delete(
+    conn: AsyncConnection,
+    *,
+    app_name: str,
+    user_id: str,
+    ids: Sequence[str] | None = None,
+    session_id: str | None = None,
+) -> list[str]:
+    """The ids of the user's facts :func:`delete_facts` deletes with these filters."""
+    conditions = _user(facts, app_name, user_id)
+    if session_id is not None:
+        conditions.append(facts.c.session_id == session_id)
+    found: list[str] = []
+    for chunk in [None] if ids is None else chunks(list(ids)):
+        where = conditions if chunk is None else [*conditions, facts.c.id.in_(chunk)]
+        found += [str(r[0]) for r in (await conn.execute(select(facts.c.id).where(*where)))]
+    return found
 
 
 async def delete_facts(
@@ -281,13 +363,12 @@ async def delete_facts(
     ids: Sequence[str] | None = None,
     session_id: str | None = None,
 ) -> list[str]:
-    """Delete the user's facts (all of them; those of ``ids``; those last revised from
-    ``session_id``, with that session's generation record; both filters combine) and
-    their revisions; returns the ids of the facts deleted. Their memories are the
-    caller's to delete."""
-    conditions = _user(facts, app_name, user_id)
+    """Delete the user's facts (all of them; those of ``ids``; those whose text comes
+    from ``session_id``, with that session's generation record; both filters
+    combine) and their revisions; returns the ids of the facts deleted. Their
+    memories are the caller's to delete, and so are the invalidations they caused
+    (:func:`adk_sqlstore.generation.writing.revert_invalidations`)."""
     if session_id is not None:
-        conditions.append(facts.c.session_id == session_id)
         if ids is None:
             sources = [
                 *_user(fact_sources, app_name, user_id),
@@ -296,10 +377,9 @@ async def delete_facts(
             await conn.execute(delete(fact_sources).where(*sources))
     elif ids is None:
         await conn.execute(delete(fact_sources).where(*_user(fact_sources, app_name, user_id)))
-    found: list[str] = []
-    for chunk in [None] if ids is None else chunks(list(ids)):
-        where = conditions if chunk is None else [*conditions, facts.c.id.in_(chunk)]
-        found += [str(r[0]) for r in (await conn.execute(select(facts.c.id).where(*where)))]
+    found = await facts_to_delete(
+        conn, app_name=app_name, user_id=user_id, ids=ids, session_id=session_id
+    )
     for chunk in chunks(found):
         revisions = [*_user(fact_revisions, app_name, user_id), fact_revisions.c.fact_id.in_(chunk)]
         await conn.execute(delete(fact_revisions).where(*revisions))
@@ -307,49 +387,6 @@ async def delete_facts(
             delete(facts).where(*_user(facts, app_name, user_id), facts.c.id.in_(chunk))
         )
     return found
-
-
-async def pending_sessions(
-    conn: AsyncConnection,
-    *,
-    app_name: str | None,
-    user_id: str | None,
-    max_attempts: int,
-    after: tuple[str, str, str] | None,
-    limit: int,
-    failed: bool | None = False,
-) -> list[tuple[str, str, str, int, str | None]]:
-    """Sessions with events generation has not processed, in key order after ``after``
-    (keyset pagination; an administrative read across users, like the idle job's):
-    ``(app_name, user_id, session_id, attempts, error)``; those with fewer than
-    ``max_attempts`` failed attempts, or (``failed``) those with as many or more, or
-    (``failed`` None) both."""
-    f = fact_sources
-    stmt = (
-        select(sessions.c.app_name, sessions.c.user_id, sessions.c.id, f.c.attempts, f.c.error)
-        .outerjoin(
-            f,
-            and_(
-                f.c.app_name == sessions.c.app_name,
-                f.c.user_id == sessions.c.user_id,
-                f.c.session_id == sessions.c.id,
-            ),
-        )
-        .where(or_(f.c.event_count.is_(None), f.c.event_count < sessions.c.revision))
-        .order_by(sessions.c.app_name, sessions.c.user_id, sessions.c.id)
-        .limit(limit)
-    )
-    if failed:
-        stmt = stmt.where(f.c.attempts >= max_attempts)
-    elif failed is False:
-        stmt = stmt.where(or_(f.c.attempts.is_(None), f.c.attempts < max_attempts))
-    if app_name is not None:
-        stmt = stmt.where(sessions.c.app_name == app_name)
-    if user_id is not None:
-        stmt = stmt.where(sessions.c.user_id == user_id)
-    if after is not None:
-        stmt = stmt.where(tuple_(sessions.c.app_name, sessions.c.user_id, sessions.c.id) > after)
-    return [(a, u, s, int(n or 0), e) for a, u, s, n, e in (await conn.execute(stmt)).all()]
 
 
 async def added_memories(conn: AsyncConnection, *, app_name: str, user_id: str) -> list[Any]:
@@ -375,15 +412,6 @@ async def all_revisions(
     for row in (await conn.execute(stmt)).all():
         found.setdefault(row.fact_id, []).append(Revision.of(row))
     return found
-
-
-async def all_sources(conn: AsyncConnection, *, app_name: str, user_id: str) -> list[Any]:
-    """The user's generation records: rows of session_id, event_count, attempts,
-    error, update_time."""
-    f = fact_sources
-    columns = (f.c.session_id, f.c.event_count, f.c.attempts, f.c.error, f.c.update_time)
-    stmt = select(*columns).where(*_user(f, app_name, user_id)).order_by(f.c.session_id)
-    return list((await conn.execute(stmt)).all())
 
 
 async def users_with_added_memories(conn: AsyncConnection, *, app_name: str) -> list[str]:

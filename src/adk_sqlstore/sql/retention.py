@@ -73,8 +73,12 @@ def _pruned_tables(with_memories: bool) -> list[tuple[str, Any]]:
     ]
     if with_memories:
         tables.append(("memories", memories))
+    tables.append((_WATERMARKS, fact_sources))  # not counted: generation's bookkeeping
     tables.append(("artifact_versions", artifacts))
     return tables
+
+
+_WATERMARKS = "fact_sources"
 
 
 async def prune_counts(
@@ -100,6 +104,7 @@ async def prune_counts(
         )
         stmt = select(func.count()).select_from(joined)
         counts[name] = int((await conn.execute(stmt)).scalar_one())
+    counts.pop(_WATERMARKS)
     return counts
 
 
@@ -156,6 +161,7 @@ async def prune_batch(
         counts["sessions"] += int(result.rowcount)
         for app, user, sha in sorted(contents):
             await collect_contents(conn, app, user, [sha])
+    counts.pop(_WATERMARKS)
     return len(found), counts
 
 

@@ -15,7 +15,15 @@ from sqlalchemy import ColumnElement, and_, delete, insert, literal, select, tex
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..errors import ConcurrencyConflictError
-from ..schema import app_state, events, memory_ingestions, session_state, sessions, user_state
+from ..schema import (
+    app_state,
+    events,
+    fact_sources,
+    memory_ingestions,
+    session_state,
+    sessions,
+    user_state,
+)
 from .citus import on_citus
 from .constructs import chunks, upsert
 from .users import lock_user, pg_user_lock
@@ -333,10 +341,12 @@ async def delete_session(
 async def delete_ingestion_record(
     conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str
 ) -> None:
-    """Forget which revision of a session memory holds (the session was deleted or
-    replaced: the idle job ingests a session of that id again)."""
-    table = memory_ingestions
-    await conn.execute(delete(table).where(_of_session(table, app_name, user_id, session_id)))
+    """Forget which revision of a session memory holds, and how far generation went
+    (the session was deleted or replaced: the idle job ingests a session of that id
+    again, and its generation starts from its first event, its failed attempts
+    forgotten)."""
+    for table in (memory_ingestions, fact_sources):
+        await conn.execute(delete(table).where(_of_session(table, app_name, user_id, session_id)))
 
 
 def _of_session(table: Any, app_name: str, user_id: str, session_id: str) -> Any:
