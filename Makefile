@@ -49,7 +49,8 @@ test-all: $(VENV)/.installed-dev
 # tests/test_citus.py, which test-all runs.
 CITUS_SUITE = tests/test_sessions.py tests/test_memory.py tests/test_artifacts.py \
 	tests/test_adk_compat_sessions.py tests/test_adk_compat_memory.py tests/test_adk.py \
-	tests/test_listing.py tests/test_retention.py tests/test_isolation.py tests/test_facts.py
+	tests/test_listing.py tests/test_retention.py tests/test_isolation.py tests/test_facts.py \
+	tests/test_facts_hold_up.py
 test-citus: $(VENV)/.installed-dev
 	$(BIN)/python -m tests.citus_cluster -- $(BIN)/pytest -n auto -p no:cacheprovider \
 		-m "postgres and not soak and not single_server" $(CITUS_SUITE)
@@ -88,6 +89,7 @@ bench: $(VENV)/.installed-dev  # the full run behind benchmarks/RESULTS.md (abou
 bench-smoke: $(VENV)/.installed-dev  # every benchmark at a tiny size (CI)
 	$(BIN)/python -m benchmarks run --size small
 	$(BIN)/python -m benchmarks citus --size small
+	$(BIN)/python -m benchmarks consolidation --size small  # about 3 s: SQLite, BM25
 
 # The documentation site from docs/ (mkdocs-material; the API reference from the
 # docstrings, the command line's from the command itself), warnings as errors (CI).

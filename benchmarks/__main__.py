@@ -1,4 +1,5 @@
 """``python -m benchmarks run --backend sqlite|postgres [--url URL] [--size small|full]``
+(and ``python -m benchmarks consolidation [...]``: :mod:`.consolidation_recall`)
 
 Measures adk-sqlstore (core API and ADK classes) beside its peers (google-adk's own
 DatabaseSessionService and SqliteMemoryService, and sqlspec's ADK extension) and the
@@ -252,6 +253,16 @@ def main(argv: list[str] | None = None) -> int:
         " undistributed (needs the citus extension installed)",
     )
     citus.add_argument("--size", choices=sorted(SIZES), default="small")
+    sub.add_parser(
+        "consolidation",
+        help="the share of contradicted facts that reach the consolidation prompt"
+        " (python -m benchmarks.consolidation_recall; its options follow, --help lists them)",
+    )
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["consolidation"]:  # its own options, parsed by its own parser
+        from .consolidation_recall import main as consolidation_main
+
+        return consolidation_main(argv[1:])
     args = parser.parse_args(argv)
     if args.command == "citus":
         from .citus_bench import run as run_citus

@@ -111,14 +111,39 @@ def _type_checking_only(tree: ast.Module) -> set[int]:
     return lines
 
 
-def _imports() -> dict[str, set[str]]:
+def _imports(typing: bool = False) -> dict[str, set[str]]:
+    """Which modules each imports (``typing``: those under ``TYPE_CHECKING`` too)."""
     graph: dict[str, set[str]] = {name: set() for name in NAMES}
     for module, path, tree in MODULES:
-        typing_only = _type_checking_only(tree)
+        typing_only = set() if typing else _type_checking_only(tree)
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.lineno not in typing_only:
                 graph[module].update(t for t in _resolve(module, path, node) if t != module)
     return graph
+
+
+def test_a_generation_run_reads_in_one_direction() -> None:
+    """Issue 38: a run's plan and its write are steps in one direction: no module of
+    the generation package imports one that imports it back, even for annotations
+    (running.py and writing.py did)."""
+    graph = _imports(typing=True)
+    package = {name for name in graph if name.startswith("generation.")}
+    back = sorted(
+        (a, b) for a in package for b in graph[a] & package if a in _reachable(graph, b, package)
+    )
+    assert back == []
+    assert "generation.writing" in graph["generation.running"]
+
+
+def _reachable(graph: dict[str, set[str]], start: str, within: set[str]) -> set[str]:
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for other in graph[todo.pop()] & within:
+            if other not in seen:
+                seen.add(other)
+                todo.append(other)
+    return seen
 
 
 def test_no_module_is_over_500_lines() -> None:

@@ -754,6 +754,8 @@ def test_failed_sessions_are_listed_and_make_the_command_exit_1(db_url: str) -> 
         assert failed.exit_code == 1, failed.output
         assert "generation failed for 1 session(s)" in failed.output
         assert "1 model call(s)" in failed.output  # a failed call is counted
+        counts = "0 retried by the next run, 1 given up on" if attempt == 3 else "1 retried"
+        assert counts in failed.output
         if attempt == 1:  # listed from the first failure, with its attempts
             listing = cli("memory", "facts", "failures", *model)
             assert session[:8] in listing and "retried by the next run" in listing

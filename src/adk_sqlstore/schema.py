@@ -386,7 +386,7 @@ facts = Table(
     PrimaryKeyConstraint("app_name", "user_id", "id"),
 )
 
-# Every change of a fact, numbered from 1: create, update, invalidate, restore, expire.
+# Every change of a fact, numbered from 1: create, update, invalidate, restore.
 fact_revisions = Table(
     "sqlstore_fact_revisions",
     metadata,

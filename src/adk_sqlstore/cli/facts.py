@@ -108,9 +108,11 @@ def print_generation(report: GenerationReport, *, heading: str = "") -> bool:
     for reason, count in sorted(report.dropped.items()):
         consoles.out.print(f"dropped from the model's answers: {count} {reason}")
     if report.failed:
+        retried = report.failed - report.given_up
         error(
-            f"generation failed for {report.failed} session(s): they are retried by the next"
-            " run (see `adk-sqlstore memory facts failures`)"
+            f"generation failed for {report.failed} session(s): {retried} retried by the next"
+            f" run, {report.given_up} given up on (`memory generate --retry-failed` runs them"
+            " again; see `adk-sqlstore memory facts failures`)"
         )
     return not report.failed
 

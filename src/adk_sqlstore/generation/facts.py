@@ -58,7 +58,7 @@ class Fact:
 @dataclass(frozen=True)
 class FactRevision:
     """One change of a fact: ``action`` ``create``, ``update``, ``invalidate``,
-    ``restore`` (the fact that invalidated it was deleted), ``expire`` or ``import``;
+    or ``restore`` (the fact that invalidated it was deleted);
     the text before and after (``None`` where there is none); the session and events
     it comes from; the model that made it (``None``: the store itself); when the store
     made it (``create_time``, ISO 8601, UTC); and of an invalidation, when the fact

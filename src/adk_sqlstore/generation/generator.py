@@ -109,7 +109,10 @@ class GenerationReport:
     Attributes:
         sessions: sessions processed (their new events sent to the model).
         skipped: sessions with nothing new, or past their attempts.
-        failed: sessions whose run failed (retried by the next run).
+        failed: sessions whose run failed (retried by the next run, but those
+            ``given_up``).
+        given_up: of those, sessions that failed ``max_attempts`` times: the
+            automatic runs skip them from now on.
         events: events sent to the model.
         created, updated, invalidated, unchanged: facts, by what happened to them.
         dropped: items of the model's answers dropped, by reason (counts only).
@@ -124,6 +127,7 @@ class GenerationReport:
     sessions: int = 0
     skipped: int = 0
     failed: int = 0
+    given_up: int = 0
     events: int = 0
     created: int = 0
     updated: int = 0

@@ -85,6 +85,7 @@ class Plan:
     invalidations: list[tuple[sql.FactRow, str | None]] = field(default_factory=list)
     model: str = ""
     when: float = 0.0  # the run's latest event time: an invalidation by no fact's time
+    current: dict[str, sql.FactRow] = field(default_factory=dict)  # by hash: of updates' texts
 
     def __post_init__(self) -> None:
         if not self.metadata:
@@ -133,6 +134,7 @@ def plan_changes(plan: Plan, *, model: str) -> None:
             plan.changes[alias] = Change("create")
         else:
             plan.changes[alias] = Change("same", plan.stored.get(d.target or ""))
+    _no_equal_facts(plan)
     for alias, by in invalidated.items():
         old = plan.stored[alias]
         since = new[by].valid_from if by is not None else plan.when
@@ -140,3 +142,23 @@ def plan_changes(plan: Plan, *, model: str) -> None:
             plan.invalidations.append((old, by))
         elif by is not None and plan.changes[by].action == "create":
             plan.changes[by] = Change("superseded", old)
+
+
+def _no_equal_facts(plan: Plan) -> None:
+    """Changes that would leave two current facts equal after normalisation become
+    ``same``: an update whose text is another current fact's (that fact says it), a
+    second update to the same text, a new fact whose text an update gives."""
+    known = {text_hash(f.text): f for f in [*plan.stored.values(), *plan.current.values()]}
+    for alias, change in plan.changes.items():
+        if change.action != "update":
+            continue
+        assert change.target is not None and change.text is not None
+        key = text_hash(change.text)
+        equal = known.get(key)
+        if equal is not None and equal.id != change.target.id:
+            plan.changes[alias] = Change("same", equal)
+        else:
+            known[key] = change.target
+    for alias, change in plan.changes.items():
+        if change.action == "create" and (equal := known.get(text_hash(plan.new[alias].text))):
+            plan.changes[alias] = Change("same", equal)

@@ -326,7 +326,8 @@ def parse_time(value: Any) -> float | None:
       ``September 28, 2026``, ``Sep 28 2026``, ``Monday, September 28th, 2026``;
     - a JSON number: seconds since the epoch.
 
-    A time without a zone is UTC. ``28.09.2026``, ``09/28/2026`` and ``28/09/2026`` are
+    A time without a zone is UTC; one outside the years 1-9999 in UTC is not read.
+    ``28.09.2026``, ``09/28/2026`` and ``28/09/2026`` are
     not read: which number is the day depends on the writer's country.
     """
     if isinstance(value, bool):
@@ -334,14 +335,25 @@ def parse_time(value: Any) -> float | None:
     if isinstance(value, int | float):
         try:
             seconds = float(value)
-            datetime.fromtimestamp(seconds, UTC)  # within the years 1-9999?
-        except (OverflowError, OSError, ValueError):  # an int past floats, inf, nan
+        except OverflowError:  # an int past floats
             return None
-        return seconds if math.isfinite(seconds) else None
-    if not isinstance(value, str):
+    elif isinstance(value, str):
+        when = _parsed(" ".join(value.split()))
+        try:
+            seconds = _utc(when) if when is not None else math.nan
+        except (OverflowError, OSError, ValueError):
+            return None
+    else:
         return None
-    when = _parsed(" ".join(value.split()))
-    return _utc(when) if when is not None else None
+    try:  # within the years 1-9999 in UTC, as the store keeps times?
+        datetime.fromtimestamp(seconds, UTC)
+    except (OverflowError, OSError, ValueError):  # inf, nan, out of range
+        return None
+    return seconds if math.isfinite(seconds) and _MIN_TIME <= seconds <= _MAX_TIME else None
+
+
+_MIN_TIME = datetime(1, 1, 2, tzinfo=UTC).timestamp()
+_MAX_TIME = datetime(9999, 12, 30, tzinfo=UTC).timestamp()
 
 
 # -- the two replies ------------------------------------------------------------------

@@ -27,7 +27,6 @@ from ..sessions.codec import SessionCodec
 from ..sessions.reading import SessionKey, read_session, session_key
 from ..sql import fact_runs as runs
 from ..sql import facts as sql
-from ..sql.sessions import load_session
 from ..sql.users import lock_user
 from ..store import Store, retry_conflicts
 from .calls import call_model
@@ -113,11 +112,12 @@ class Generation:
             if automatic:
                 return report
             raise
+        read: dict[str, str | None] = {}  # the incarnation the run read, once it did
         try:
-            await self._run(key, holder, consolidate, automatic, given, report)
+            await self._run(key, holder, consolidate, automatic, given, report, read)
         except Exception as exc:
             report.failed = 1
-            await self._failed(key, holder, exc, report)
+            await self._failed(key, holder, exc, report, read)
             if automatic:
                 return report
             if isinstance(exc, GenerationError):
@@ -205,11 +205,18 @@ class Generation:
         await retry_conflicts(release)
 
     async def _failed(
-        self, key: SessionKey, holder: str | None, exc: Exception, report: GenerationReport
+        self,
+        key: SessionKey,
+        holder: str | None,
+        exc: Exception,
+        report: GenerationReport,
+        read: dict[str, str | None] | None = None,
     ) -> None:
         """Count a failed attempt for the session and end the lease (one transaction);
         logged naming the session (ids are not content), never raising: a database
-        that fails here too is logged as well."""
+        that fails here too is logged as well. A run of a session since deleted (or
+        made again: ``read`` holds the incarnation the run read) counts for nothing.
+        ``report.given_up`` counts a session that reached its ``max_attempts``."""
         logger.warning(
             "memory generation failed for session %r of user %r of app %r (%d model calls):"
             " %s",
@@ -223,10 +230,15 @@ class Generation:
                     conn, app_name=key["app_name"], user_id=key["user_id"], mode="exclusive",
                     create=True, now=time.time(),
                 )  # fmt: skip
-                source = await self._source(conn, key) or runs.Source(0, 0, None)
-                source.attempts += 1
-                source.error = _reason(exc)[:500]
-                await runs.write_source(conn, **key, source=source, now=time.time())
+                source, incarnation = await runs.session_source(conn, **key)
+                ran = (read or {}).get("incarnation", incarnation)
+                if ran == incarnation:
+                    source = source or runs.Source(0, 0, None, incarnation)
+                    source.attempts += 1
+                    source.error = _reason(exc)[:500]
+                    await runs.write_source(conn, **key, source=source, now=time.time())
+                    if source.attempts >= self.generator.max_attempts:
+                        report.given_up = 1
                 if holder is not None:
                     await runs.release_lease(
                         conn, app_name=key["app_name"], user_id=key["user_id"], holder=holder
@@ -243,20 +255,6 @@ class Generation:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._release(key["app_name"], key["user_id"], holder))
 
-    @staticmethod
-    async def _source(conn: Any, key: SessionKey) -> runs.Source | None:
-        """The session's generation record, if it belongs to the session's current
-        incarnation (one of an earlier session of that id counts for nothing)."""
-        source = await runs.read_source(conn, **key)
-        if source is None or source.incarnation is None:
-            return source
-        row = await load_session(conn, **key)
-        if row is not None and row.incarnation != source.incarnation:
-            return None
-        if row is not None:
-            source.incarnation = row.incarnation
-        return source
-
     async def _run(
         self,
         key: SessionKey,
@@ -265,11 +263,13 @@ class Generation:
         automatic: bool,
         given: Any,
         report: GenerationReport,
+        read: dict[str, str | None],
     ) -> None:
         async with self.store.transaction(write=False) as conn:
-            row = await load_session(conn, **key)
-            source = await self._source(conn, key) or runs.Source(0, 0, None)
+            found, incarnation = await runs.session_source(conn, **key)
+            source = found or runs.Source(0, 0, None)
             stored = await read_session(conn, key, self.codec)
+        read["incarnation"] = incarnation
         session = stored if stored is not None else given
         events = list(session.events) if session is not None else []
         loose = stored is None and isinstance(given, GivenEvents)  # no watermark: all new
@@ -293,7 +293,7 @@ class Generation:
         plan_changes(plan, model=self.generator.model.name)
         target = Target(
             key["app_name"], key["user_id"], key["session_id"], len(events), not loose,
-            None if row is None else row.incarnation,
+            incarnation,
         )  # fmt: skip
         await write_plan(self.destination, target, holder, plan, report)
 
@@ -371,6 +371,12 @@ class Generation:
             dropped=dropped,
         )
         _log_dropped(dropped, report, "consolidation")
+        updated = [text_hash(d.text) for d in plan.decisions if d.action == "update" and d.text]
+        if updated:
+            async with self.store.transaction(write=False) as conn:
+                plan.current = await sql.current_by_hash(
+                    conn, **user, hashes=updated, now=time.time()
+                )
 
     async def _candidates(
         self, app_name: str, user_id: str, unseen: list[tuple[str, Extracted]]

@@ -3,10 +3,11 @@ and reading a user's facts, profiles and histories."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from .. import telemetry
@@ -86,10 +87,29 @@ class MemoryFacts:
         )
 
     async def _similar(self, app_name: str, user_id: str, text: str, limit: int) -> list[str]:
+        """The ids of the user's current facts most like ``text``, best first, at most
+        ``limit``: by BM25; with an embedder, the nearest by vector and the best by
+        BM25 in turn (not by their fused score, which sinks a fact that shares no word
+        with ``text``: a contradiction often shares none)."""
+        wide = limit if self._hybrid is None else max(limit, 40)  # both sides' candidates
         found = await self.search_memory(
-            app_name=app_name, user_id=user_id, query=text, limit=limit, kind="facts"
+            app_name=app_name, user_id=user_id, query=text, limit=wide, kind="facts"
         )
-        return [m.id for m in found.memories if m.id]
+        if self._hybrid is None:
+            return [m.id for m in found.memories if m.id]
+
+        def best(score: str) -> list[str]:
+            scored = [
+                (float(value), m.id)
+                for m in found.memories
+                if m.id and isinstance(value := (m.custom_metadata or {}).get(score), int | float)
+            ]
+            return [i for _, i in sorted(scored, key=lambda pair: -pair[0])]
+
+        ids: dict[str, None] = {}
+        for pair in itertools.zip_longest(best("vector_score"), best("lexical_score")):
+            ids.update((i, None) for i in pair if i is not None)
+        return list(ids)[:limit]
 
     @telemetry.traced("generate", rows=lambda report: report.created + report.updated)
     @write_completes
@@ -131,13 +151,15 @@ class MemoryFacts:
         user_id: str | None = None,
         retry_failed: bool = False,
         on_session: Callable[[GenerationReport], None] | None = None,
+        skip: Collection[tuple[str, str, str]] = (),
     ) -> GenerationReport:
         """Generate facts for every session with events not yet processed (of one app,
         one user, or all), skipping those that failed the generator's ``max_attempts``
         times unless ``retry_failed`` (:meth:`generation_failures` lists them; an
         explicit :meth:`generate` runs one); a session that fails is logged and
         counted, and the others go on. Sessions are read in key order, a page at a
-        time. ``on_session`` is called after each.
+        time. ``on_session`` is called after each. ``skip``: ``(app_name, user_id,
+        session_id)`` of sessions not to run (the idle job's, run just before).
 
         Raises:
             ConfigurationError: the service has no generator.
@@ -155,6 +177,8 @@ class MemoryFacts:
                     max_attempts=run.generator.max_attempts, failed=None if retry_failed else False,
                 )  # fmt: skip
             for app, user, session_id, _, _ in page:
+                if (app, user, session_id) in skip:
+                    continue
                 if retry_failed:
                     try:
                         report = await self.generate(
@@ -187,8 +211,9 @@ class MemoryFacts:
         limit: int = 100,
         retrying: bool = False,
     ) -> list[tuple[str, str, str, int, str | None]]:
-        """Sessions generation gave up on (failed :attr:`max_attempts` times; run again
-        once they grow), and with ``retrying`` also those that failed fewer times (the
+        """Sessions generation gave up on (failed :attr:`max_attempts` times; the
+        automatic runs skip them, :meth:`generate` or ``generate_pending(retry_failed=
+        True)`` runs them again), and with ``retrying`` also those that failed fewer times (the
         next automatic run retries them): ``(app_name, user_id, session_id, attempts,
         error)`` in key order, the error being the last failure's message (it names
         no content)."""

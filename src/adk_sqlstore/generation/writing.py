@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from ..errors import GenerationError
 from ..memory.hybrid import HybridMemory
 from ..memory.rows import MemoryRows, iso_time
+from ..search.text import text_hash
 from ..sql import fact_runs as runs
 from ..sql import facts as sql
 from ..sql import memory as memory_sql
@@ -311,6 +312,7 @@ async def revert_invalidations(
     if not affected:
         return []
     gone_rows = await sql.read_facts(conn, **user, ids=list(gone))
+    restored: dict[str, sql.FactRow] = {}  # by text hash
     written: list[dict[str, Any]] = []
     revisions: list[sql.Revision] = []
     for fact in affected:
@@ -319,11 +321,22 @@ async def revert_invalidations(
         while by is not None and by in gone_rows and by not in seen:
             seen.add(by)
             by = gone_rows[by].invalidated_by
+        if by == fact.id:  # a cycle back to itself: nothing that stays contradicts it
+            by = None
         survivor = None if by is None else (await sql.read_facts(conn, **user, ids=[by])).get(by)
+        if survivor is None:  # current again, unless an equal fact is (then it says so)
+            key = text_hash(fact.text)
+            equal = restored.get(key) or (
+                await sql.current_by_hash(conn, **user, hashes=[key], now=now)
+            ).get(key)
+            survivor = equal if equal is not None and equal.id not in gone else None
+            if survivor is None:
+                restored[key] = fact
         fact.revision_count += 1
         fact.update_time = now
         if survivor is not None:
             fact.invalidated_by, fact.invalid_at = survivor.id, max(survivor.since, fact.since)
+            fact.invalidate_time = fact.invalidate_time or now
             revision = sql.Revision(
                 fact.id, fact.revision_count, "invalidate", fact.text, None, session_id, [],
                 None, now, fact.invalid_at, survivor.id,

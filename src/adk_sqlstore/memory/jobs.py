@@ -5,7 +5,7 @@ re-indexing and embedding backfills (mixed into
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from datetime import timedelta
 from typing import Any, Protocol, cast
 
@@ -27,7 +27,9 @@ __all__ = ["MemoryJobs"]
 class _Generating(Protocol):
     """The service's generation (:class:`~adk_sqlstore.generation.service.MemoryFacts`)."""
 
-    async def generate_pending(self, *, app_name: str | None = None) -> GenerationReport: ...
+    async def generate_pending(
+        self, *, app_name: str | None = None, skip: Collection[tuple[str, str, str]] = ()
+    ) -> GenerationReport: ...
 
 
 class MemoryJobs:
@@ -189,13 +191,18 @@ class MemoryJobs:
             DatabaseUnavailableError: the database cannot be reached.
         """
 
+        ingested: set[tuple[str, str, str]] = set()
+
         async def ingest(app: str, user: str, session_id: str) -> IngestReport:
+            ingested.add((app, user, session_id))
             return await self.ingest_session(app_name=app, user_id=user, session_id=session_id)
 
         keys = self.idle_sessions(idle_for=idle_for, app_name=app_name)
         total = await ingest_each(keys, ingest, on_session)
-        if self._generator is not None:
-            retried = await cast(_Generating, self).generate_pending(app_name=app_name)
+        if self._generator is not None:  # the others: each run once, its attempt once
+            retried = await cast(_Generating, self).generate_pending(
+                app_name=app_name, skip=ingested
+            )
             if total.generation is None:
                 total.generation = retried
             else:

@@ -257,8 +257,9 @@ async def _write(
         conn, app_name=doc.app_name, user_id=doc.user_id, now=now, history=True
     )
     stored_facts = {f.id for f in stored}
-    if replace:
+    if replace:  # the facts go, and their memories (one not current has none)
         await sql.delete_facts(conn, **user, ids=[f.id for f in doc.facts if f.id in stored_facts])
+        await memory_sql.delete_memories(conn, **user, memory_ids=[f.id for f in doc.facts])
         stored_facts, existing = set(), set()
     fresh = {m.id for m in doc.memories if m.id not in existing}
     fresh |= {f.id for f in doc.facts if f.id not in stored_facts and f.id not in existing}

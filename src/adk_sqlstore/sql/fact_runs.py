@@ -26,6 +26,7 @@ __all__ = [
     "pending_sessions",
     "read_source",
     "release_lease",
+    "session_source",
     "take_lease",
     "write_source",
 ]
@@ -89,6 +90,39 @@ async def read_source(
     return None if found is None else Source(int(found[0]), int(found[1]), found[2], found[3])
 
 
+async def session_source(
+    conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str
+) -> tuple[Source | None, str | None]:
+    """The generation record of the session as the store holds it now, and that
+    session's incarnation (``None``: the store holds no such session). A record of
+    another incarnation, or one bound to none that is older than the session (made
+    before it was: an earlier session of that id), counts for nothing (``None``)."""
+    f, s = fact_sources.c, sessions.c
+    stmt = select(f.event_count, f.attempts, f.error, f.incarnation, f.update_time).where(
+        *_user(fact_sources, app_name, user_id), f.session_id == session_id
+    )
+    found = (await conn.execute(stmt)).first()
+    held = (
+        await conn.execute(
+            select(s.incarnation, s.create_time).where(
+                *_user(sessions, app_name, user_id), s.id == session_id
+            )
+        )
+    ).first()
+    incarnation = None if held is None else str(held[0])
+    if found is None:
+        return None, incarnation
+    source = Source(int(found[0]), int(found[1]), found[2], found[3])
+    if held is not None:
+        if (source.incarnation is None and found[4] < held[1]) or source.incarnation not in (
+            None,
+            incarnation,
+        ):
+            return None, incarnation
+        source.incarnation = incarnation
+    return source, incarnation
+
+
 async def delete_source(
     conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str
 ) -> None:
@@ -147,7 +181,10 @@ async def pending_sessions(
                 f.c.app_name == sessions.c.app_name,
                 f.c.user_id == sessions.c.user_id,
                 f.c.session_id == sessions.c.id,
-                or_(f.c.incarnation.is_(None), f.c.incarnation == sessions.c.incarnation),
+                or_(
+                    and_(f.c.incarnation.is_(None), f.c.update_time >= sessions.c.create_time),
+                    f.c.incarnation == sessions.c.incarnation,
+                ),
             ),
         )
         .where(or_(f.c.event_count.is_(None), f.c.event_count < sessions.c.revision))

@@ -114,7 +114,7 @@ class FactRow:
 @dataclass
 class Revision:
     """A row of ``sqlstore_fact_revisions``: one change of a fact (``action``:
-    ``create``, ``update``, ``invalidate``, ``restore``, ``expire`` or ``import``);
+    ``create``, ``update``, ``invalidate`` or ``restore``);
     an invalidation's ``invalid_at`` (when the fact stopped being true; its
     ``create_time`` is when the store learned it) and ``by_fact_id`` (the fact that
     contradicted it)."""
