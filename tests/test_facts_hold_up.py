@@ -31,6 +31,7 @@ from adk_sqlstore import (
 )
 from adk_sqlstore.generation import running, writing
 
+from .embedders import Concepts
 from .scripted_models import ScriptedModel, create_all
 
 APP = "facts-app"
@@ -615,3 +616,87 @@ async def test_deleting_a_fact_of_an_invalidation_cycle_leaves_a_current_fact(
     facts = await texts(memory, history=True)
     rome, paris = facts["The user lives in Rome."], facts["The user lives in Paris."]
     assert rome.current and paris.invalidated_by == "fact-rome"
+
+
+# -- consolidation sees the fact it contradicts ------------------------------------------
+
+
+class Recording(ScriptedModel):
+    """Answers every consolidation with no change, and keeps what it was shown."""
+
+    def __init__(self) -> None:
+        super().__init__(consolidation=lambda prompt: {"decisions": []})
+
+    def shown(self) -> list[str]:
+        return [f["text"] for f in self.prompts("consolidation")[-1]["stored_facts"]]
+
+
+def filler(count: int) -> list[MemoryEntry]:
+    return [
+        MemoryEntry(content={"parts": [{"text": f"The user collects stamp series {n}."}]})
+        for n in range(count)
+    ]
+
+
+async def test_a_user_with_few_facts_shows_them_all(sessions: SqlSessionService) -> None:
+    """While the user has at most 50 current facts, consolidation is shown all of them
+    (Memory Bank considers all of a scope's memories): a contradiction sharing no
+    word with its fact is always seen."""
+    model = Recording()
+    memory = memory_with(sessions, model)
+    stored = [*filler(48), MemoryEntry(content={"parts": [{"text": "The user is vegetarian."}]})]
+    await memory.add_memory(app_name=APP, user_id=USER, memories=stored, consolidate=True)
+    new = MemoryEntry(content={"parts": [{"text": "The user eats fish now."}]})
+    await memory.add_memory(app_name=APP, user_id=USER, memories=[new], consolidate=True)
+    assert "The user is vegetarian." in model.shown() and len(model.shown()) == 49
+
+
+@pytest.fixture(params=["sqlite", "pgvector", pytest.param("mysql", marks=pytest.mark.mysql)])
+def vector_url(request: pytest.FixtureRequest) -> str:
+    return str(request.getfixturevalue(f"{request.param}_url"))
+
+
+async def test_with_an_embedder_the_nearest_fact_by_meaning_is_shown(vector_url: str) -> None:
+    """Past 50 facts, each new fact's hits are shown: with an embedder the nearest by
+    vector too (not only by the fused score, where a fact sharing no word sinks),
+    and never more than 50 facts."""
+    model = Recording()
+    async with SqlMemoryService.from_url(
+        vector_url, embedder=Concepts(), generator=MemoryGenerator(model)
+    ) as memory:
+        tesla = MemoryEntry(content={"parts": [{"text": "The user drives a Tesla."}]})
+        await memory.add_memory(
+            app_name=APP, user_id=USER, memories=[*filler(120), tesla], consolidate=True
+        )
+        new = MemoryEntry(content={"parts": [{"text": "The user sold the car."}]})
+        await memory.add_memory(app_name=APP, user_id=USER, memories=[new], consolidate=True)
+        assert "The user drives a Tesla." in model.shown()
+        assert len(model.shown()) == 50
+
+
+async def test_facts_under_the_same_topics_have_a_quarter_of_the_prompt(
+    sessions: SqlSessionService,
+) -> None:
+    """Past 50 facts, the search's hits (here 120 facts sharing words with the new
+    one, under another topic) leave a quarter of the prompt to the facts under the
+    new fact's topics, the most recently changed first."""
+    model = Recording()
+    memory = memory_with(sessions, model)
+    diet = MemoryEntry(
+        content={"parts": [{"text": "The user is vegetarian."}]},
+        custom_metadata={"topics": ["USER_PREFERENCES"]},
+    )
+    alike = [
+        MemoryEntry(
+            content={"parts": [{"text": f"The user eats at restaurant {n} now."}]},
+            custom_metadata={"topics": ["USER_PERSONAL_INFO"]},
+        )
+        for n in range(120)
+    ]
+    await memory.add_memory(app_name=APP, user_id=USER, memories=[diet, *alike], consolidate=True)
+    new = MemoryEntry(
+        content={"parts": [{"text": "The user eats fish now."}]},
+        custom_metadata={"topics": ["USER_PREFERENCES"]},
+    )
+    await memory.add_memory(app_name=APP, user_id=USER, memories=[new], consolidate=True)
+    assert "The user is vegetarian." in model.shown() and len(model.shown()) == 50

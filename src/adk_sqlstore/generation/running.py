@@ -385,7 +385,8 @@ class Generation:
         all the user's current facts while they are no more; else the union of each
         new fact's best hits by the store's search (hybrid with an embedder; each new
         fact's hits in turn, best first) and the current facts under the new facts'
-        topics, the most recently changed first. Memory Bank considers all of a
+        topics, the most recently changed first (at least a quarter of the facts shown,
+        while there are that many). Memory Bank considers all of a
         scope's memories; mem0 shows the vector search's top 10."""
         user = {"app_name": app_name, "user_id": user_id}
         now = time.time()
@@ -405,13 +406,15 @@ class Generation:
         topics = list(dict.fromkeys(t for _, f in unseen for t in f.topics))
         async with self.store.transaction(write=False) as conn:
             stored = await sql.current_facts(conn, **user, ids=list(ids), now=now)
-            shown = [stored[i] for i in ids if i in stored][:MAX_SHOWN_FACTS]
-            if len(shown) < MAX_SHOWN_FACTS:
-                taken = {f.id for f in shown}
-                under = await sql.current_under_topics(
-                    conn, **user, topics=topics, now=now, limit=MAX_SHOWN_FACTS + len(taken)
-                )
-                shown += [f for f in under if f.id not in taken][: MAX_SHOWN_FACTS - len(shown)]
+            under = await sql.current_under_topics(
+                conn, **user, topics=topics, now=now, limit=2 * MAX_SHOWN_FACTS
+            )
+        hit = [stored[i] for i in ids if i in stored]
+        taken = {f.id for f in hit}
+        more = [f for f in under if f.id not in taken]
+        reserved = min(len(more), MAX_SHOWN_FACTS // 4)  # a quarter for the topics' facts
+        shown = hit[: MAX_SHOWN_FACTS - reserved]
+        shown += more[: MAX_SHOWN_FACTS - len(shown)]
         return shown
 
 

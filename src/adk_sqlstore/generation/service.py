@@ -3,7 +3,6 @@ and reading a user's facts, profiles and histories."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import time
@@ -88,15 +87,18 @@ class MemoryFacts:
 
     async def _similar(self, app_name: str, user_id: str, text: str, limit: int) -> list[str]:
         """The ids of the user's current facts most like ``text``, best first, at most
-        ``limit``: by BM25; with an embedder, the nearest by vector and the best by
-        BM25 in turn (not by their fused score, which sinks a fact that shares no word
-        with ``text``: a contradiction often shares none)."""
-        wide = limit if self._hybrid is None else max(limit, 40)  # both sides' candidates
-        found = await self.search_memory(
-            app_name=app_name, user_id=user_id, query=text, limit=wide, kind="facts"
-        )
+        ``limit``: by BM25; with an embedder, from both sides' candidates, the best
+        tenth by BM25 (the facts a new one updates share its words), then by vector
+        similarity, then the rest by BM25 (not by their fused score, which sinks a fact
+        that shares no word with ``text``, as a contradiction often does)."""
         if self._hybrid is None:
+            found = await self.search_memory(
+                app_name=app_name, user_id=user_id, query=text, limit=limit, kind="facts"
+            )
             return [m.id for m in found.memories if m.id]
+        found = await self.search_memory(  # every candidate of both sides (at most 1,000)
+            app_name=app_name, user_id=user_id, query=text, limit=200, kind="facts"
+        )
 
         def best(score: str) -> list[str]:
             scored = [
@@ -106,9 +108,9 @@ class MemoryFacts:
             ]
             return [i for _, i in sorted(scored, key=lambda pair: -pair[0])]
 
-        ids: dict[str, None] = {}
-        for pair in itertools.zip_longest(best("vector_score"), best("lexical_score")):
-            ids.update((i, None) for i in pair if i is not None)
+        by_words = best("lexical_score")
+        first = max(1, limit // 10)  # the closest by words: the facts a new one updates
+        ids = dict.fromkeys([*by_words[:first], *best("vector_score"), *by_words[first:]])
         return list(ids)[:limit]
 
     @telemetry.traced("generate", rows=lambda report: report.created + report.updated)
