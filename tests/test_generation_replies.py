@@ -573,18 +573,18 @@ E2E_SHAPES = [
 ]
 
 
-@pytest.mark.parametrize("shape", E2E_SHAPES)
-async def test_real_model_replies_store_their_facts(
-    sessions: SqlSessionService, shape: str
-) -> None:
-    model = ScriptedModel(replying(SHAPES[shape]), name="ollama/qwen3")
-    memory = memory_with(sessions, model)
-    session = await conversation(sessions, "I'm vegetarian.", ts=MONDAY)
-    report = await memory.generate(app_name=APP, user_id=USER, session_id=session.id)
-    assert (report.created, report.model_calls, report.dropped) == (1, 1, {})
-    assert await stored(memory) == [
-        ("The user is vegetarian.", ("USER_PREFERENCES",), "2026-09-28T00:00:00+00:00")
-    ]
+async def test_real_model_replies_store_their_facts(sessions: SqlSessionService) -> None:
+    """Each shape in turn (one backend's set-up for all; the user forgotten between)."""
+    for shape in E2E_SHAPES:
+        model = ScriptedModel(replying(SHAPES[shape]), name="ollama/qwen3")
+        memory = memory_with(sessions, model)
+        session = await conversation(sessions, "I'm vegetarian.", ts=MONDAY)
+        report = await memory.generate(app_name=APP, user_id=USER, session_id=session.id)
+        assert (report.created, report.model_calls, report.dropped) == (1, 1, {}), shape
+        assert await stored(memory) == [
+            ("The user is vegetarian.", ("USER_PREFERENCES",), "2026-09-28T00:00:00+00:00")
+        ], shape
+        await memory.forget_user(app_name=APP, user_id=USER)
 
 
 async def test_a_reply_cut_off_mid_json_stores_nothing_and_is_tried_again(
@@ -628,32 +628,34 @@ async def test_an_empty_facts_list_stores_nothing_and_moves_the_watermark(
     assert len(model.requests) == 1
 
 
-@pytest.mark.parametrize(
-    ("valid_from", "expected"),
-    [
-        ('"2026-09-25"', "2026-09-25T00:00:00+00:00"),
-        ('"2026-09-25T14:30:00+02:00"', "2026-09-25T12:30:00+00:00"),
-        ('"2026-09-25 14:30"', "2026-09-25T14:30:00+00:00"),
-        ('"2026/09/25"', "2026-09-25T00:00:00+00:00"),
-        ('"25 September 2026"', "2026-09-25T00:00:00+00:00"),
-        ('"September 25, 2026"', "2026-09-25T00:00:00+00:00"),
-        ("1790000000", "2026-09-21T14:13:20+00:00"),
-        ('"25.09.2026"', "2026-09-28T12:00:00+00:00"),  # ambiguous: the event's time
-        ('"last Friday"', "2026-09-28T12:00:00+00:00"),
-    ],
-)
+E2E_VALID_FROM = [
+    ('"2026-09-25"', "2026-09-25T00:00:00+00:00"),
+    ('"2026-09-25T14:30:00+02:00"', "2026-09-25T12:30:00+00:00"),
+    ('"2026-09-25 14:30"', "2026-09-25T14:30:00+00:00"),
+    ('"2026/09/25"', "2026-09-25T00:00:00+00:00"),
+    ('"25 September 2026"', "2026-09-25T00:00:00+00:00"),
+    ('"September 25, 2026"', "2026-09-25T00:00:00+00:00"),
+    ("1790000000", "2026-09-21T14:13:20+00:00"),
+    ('"25.09.2026"', "2026-09-28T12:00:00+00:00"),  # ambiguous: the event's time
+    ('"last Friday"', "2026-09-28T12:00:00+00:00"),
+]
+
+
 async def test_valid_from_in_several_formats_is_stored_as_iso(
-    sessions: SqlSessionService, valid_from: str, expected: str
+    sessions: SqlSessionService,
 ) -> None:
-    reply = (
-        '{"facts": [{"text": "The user moved to Pune.", "topics": ["USER_PERSONAL_INFO"],'
-        f' "valid_from": {valid_from}, "event_ids": ["E1"]}}]}}'
-    )
-    memory = memory_with(sessions, ScriptedModel(replying(reply)))
-    session = await conversation(sessions, "I moved to Pune last Friday.", ts=MONDAY)
-    await memory.generate(app_name=APP, user_id=USER, session_id=session.id)
-    (fact,) = await memory.list_facts(app_name=APP, user_id=USER)
-    assert fact.valid_from == expected
+    """Each format in turn (one backend's set-up for all; the user forgotten between)."""
+    for valid_from, expected in E2E_VALID_FROM:
+        reply = (
+            '{"facts": [{"text": "The user moved to Pune.", "topics": ["USER_PERSONAL_INFO"],'
+            f' "valid_from": {valid_from}, "event_ids": ["E1"]}}]}}'
+        )
+        memory = memory_with(sessions, ScriptedModel(replying(reply)))
+        session = await conversation(sessions, "I moved to Pune last Friday.", ts=MONDAY)
+        await memory.generate(app_name=APP, user_id=USER, session_id=session.id)
+        (fact,) = await memory.list_facts(app_name=APP, user_id=USER)
+        assert fact.valid_from == expected, valid_from
+        await memory.forget_user(app_name=APP, user_id=USER)
 
 
 async def test_keys_in_another_case_end_to_end_with_consolidation(

@@ -287,6 +287,37 @@ async def _write(
     await memory_sql.upsert_memories(conn, [m for m in changes.memories if m["id"] in ids])
 
 
+async def _still_contradicting(
+    conn: AsyncConnection,
+    user: dict[str, str],
+    fact: sql.FactRow,
+    gone: dict[str, sql.FactRow],
+    restored: dict[str, sql.FactRow],
+    now: float,
+) -> sql.FactRow | None:
+    """The fact that contradicts ``fact`` once the facts ``gone`` are deleted: the
+    first that stays along the chain of invalidations from it (none past a cycle back
+    to it), else a current fact equal to it (``restored``: those made current again
+    so far, by text hash; ``fact`` joins them when none is)."""
+    by = fact.invalidated_by
+    seen: set[str] = set()
+    while by is not None and by in gone and by not in seen:
+        seen.add(by)
+        by = gone[by].invalidated_by
+    if by is not None and by != fact.id:
+        survivor = (await sql.read_facts(conn, **user, ids=[by])).get(by)
+        if survivor is not None:
+            return survivor
+    key = text_hash(fact.text)
+    equal = restored.get(key) or (
+        await sql.current_by_hash(conn, **user, hashes=[key], now=now)
+    ).get(key)
+    if equal is not None and equal.id not in gone:
+        return equal
+    restored[key] = fact
+    return None
+
+
 async def revert_invalidations(
     conn: AsyncConnection,
     rows: MemoryRows,
@@ -316,22 +347,7 @@ async def revert_invalidations(
     written: list[dict[str, Any]] = []
     revisions: list[sql.Revision] = []
     for fact in affected:
-        by = fact.invalidated_by
-        seen: set[str] = set()
-        while by is not None and by in gone_rows and by not in seen:
-            seen.add(by)
-            by = gone_rows[by].invalidated_by
-        if by == fact.id:  # a cycle back to itself: nothing that stays contradicts it
-            by = None
-        survivor = None if by is None else (await sql.read_facts(conn, **user, ids=[by])).get(by)
-        if survivor is None:  # current again, unless an equal fact is (then it says so)
-            key = text_hash(fact.text)
-            equal = restored.get(key) or (
-                await sql.current_by_hash(conn, **user, hashes=[key], now=now)
-            ).get(key)
-            survivor = equal if equal is not None and equal.id not in gone else None
-            if survivor is None:
-                restored[key] = fact
+        survivor = await _still_contradicting(conn, user, fact, gone_rows, restored, now)
         fact.revision_count += 1
         fact.update_time = now
         if survivor is not None:
