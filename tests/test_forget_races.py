@@ -179,7 +179,9 @@ async def _outside_transaction(backend: str, url: str) -> Any:
 _WAITING = {
     "postgres": "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
     " AND datname = current_database()",
-    "mysql": "SELECT count(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'",
+    "mysql": "SELECT count(*) FROM information_schema.innodb_trx t"
+    " JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id"
+    " WHERE t.trx_state = 'LOCK WAIT' AND p.db = DATABASE()",  # not another test's
 }
 
 
