@@ -543,10 +543,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def _skipped_for_want_of_adk(report: pytest.TestReport) -> bool:
-    """A test skipped because google-adk is not installed (make test-lowest runs
-    without the adk extra), not because PostgreSQL was missing."""
+    """A test skipped because an extra is not installed (make test-lowest runs with the
+    test extra only: no google-adk, no httpx), not because PostgreSQL was missing."""
     reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-    return "google.adk" in reason or "adk extra" in reason
+    return "google.adk" in reason or "adk extra" in reason or "openai extra" in reason
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
