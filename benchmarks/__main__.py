@@ -72,17 +72,21 @@ async def _admin(admin_url: str, sql: str) -> str:
 
 @contextlib.asynccontextmanager
 async def throwaway(backend: str, admin_url: str) -> AsyncIterator[str]:
-    """A fresh empty database: a temporary SQLite file, or a PostgreSQL database."""
+    """A fresh empty database: a temporary SQLite file, or a PostgreSQL or MySQL
+    database made through ``admin_url`` and dropped after."""
     if backend == "sqlite":
         with tempfile.TemporaryDirectory() as folder:
             yield f"sqlite:///{folder}/bench.db"
         return
     name = f"adk_sqlstore_bench_{uuid.uuid4().hex[:10]}"
-    await _admin(admin_url, f'CREATE DATABASE "{name}"')
+    mysql = backend == "mysql"
+    quoted = f"`{name}`" if mysql else f'"{name}"'
+    await _admin(admin_url, f"CREATE DATABASE {quoted}")
     try:
         yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
     finally:
-        await _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop = f"DROP DATABASE IF EXISTS {quoted}" + ("" if mysql else " WITH (FORCE)")
+        await _admin(admin_url, drop)
 
 
 def machine(backend: str, admin_url: str) -> list[str]:

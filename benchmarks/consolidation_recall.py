@@ -56,7 +56,6 @@ import os
 import random
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -66,13 +65,12 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
-from sqlalchemy.engine import make_url
 
 from adk_sqlstore import Content, MemoryEntry, MemoryGenerator, Part, SqlMemoryService
-from adk_sqlstore.engine import create_engine
 from adk_sqlstore.errors import ConfigurationError
 from adk_sqlstore.generation import ModelReply, ModelRequest
 
+from .__main__ import throwaway
 from .consolidation_data import PAIRS, Pair, check_filler, check_pairs, filler_facts
 
 __all__ = ["RecordingModel", "SizeResult", "main", "measure_size"]
@@ -287,34 +285,6 @@ async def _search_rank(memory: SqlMemoryService, user: str, pair: Pair) -> int |
 
 
 # -- databases --------------------------------------------------------------------------
-
-
-async def _admin(admin_url: str, sql: str) -> None:
-    engine = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    try:
-        async with engine.connect() as conn:
-            await conn.exec_driver_sql(sql)
-    finally:
-        await engine.dispose()
-
-
-@contextlib.asynccontextmanager
-async def throwaway(backend: str, admin_url: str) -> AsyncIterator[str]:
-    """A fresh empty database: a temporary SQLite file, or a PostgreSQL or MySQL
-    database made through ``admin_url`` and dropped after."""
-    if backend == "sqlite":
-        with tempfile.TemporaryDirectory() as folder:
-            yield f"sqlite:///{folder}/consolidation.db"
-        return
-    name = f"adk_sqlstore_bench_{uuid.uuid4().hex[:10]}"
-    mysql = backend == "mysql"
-    quoted = f"`{name}`" if mysql else f'"{name}"'
-    await _admin(admin_url, f"CREATE DATABASE {quoted}")
-    try:
-        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        drop = f"DROP DATABASE IF EXISTS {quoted}" + ("" if mysql else " WITH (FORCE)")
-        await _admin(admin_url, drop)
 
 
 @contextlib.asynccontextmanager

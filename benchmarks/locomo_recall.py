@@ -34,7 +34,6 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -179,15 +178,6 @@ def _percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
-async def _admin(admin_url: str, sql: str) -> None:
-    engine = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    try:
-        async with engine.connect() as conn:
-            await conn.exec_driver_sql(sql)
-    finally:
-        await engine.dispose()
-
-
 @dataclass
 class Run:
     """What to measure: plain recall, or (``facts``, the LoCoMo folder) memory
@@ -241,18 +231,10 @@ async def run_backend(
 async def _on_throwaway(
     backend: str, conversations: list[Conversation], admin_url: str, run: Run
 ) -> Any:
-    name = f"adk_sqlstore_bench_{uuid.uuid4().hex[:10]}"
-    mysql = backend == "mysql"
-    quoted = f"`{name}`" if mysql else f'"{name}"'
-    await _admin(admin_url, f"CREATE DATABASE {quoted}")
-    try:
-        from sqlalchemy.engine import make_url
+    from .__main__ import throwaway
 
-        db_url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    async with throwaway(backend, admin_url) as db_url:
         return await run_backend(backend, conversations, db_url, admin_url, run=run)
-    finally:
-        drop = f"DROP DATABASE IF EXISTS {quoted}" + ("" if mysql else " WITH (FORCE)")
-        await _admin(admin_url, drop)
 
 
 def report(results: list[Result], console: Console) -> None:

@@ -645,3 +645,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.section("the PostgreSQL server under test")
         for line in _server_report:
             terminalreporter.write_line(line)
+
+
+@pytest.fixture
+async def sessions(db_url: str) -> AsyncIterator[SqlSessionService]:
+    """A session service on the test's database (:func:`db_url`)."""
+    async with SqlSessionService.from_url(db_url) as service:
+        yield service

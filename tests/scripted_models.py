@@ -4,15 +4,30 @@ by the test from what the store showed (the prompt's JSON)."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
+from adk_sqlstore import MemoryGenerator, SqlMemoryService, SqlSessionService
 from adk_sqlstore.generation import ModelReply, ModelRequest
 
 Answer = Callable[[dict[str, Any]], Any]
 """The prompt's JSON -> the reply: a dict (sent as JSON), a str (sent as it is), or an
 exception (raised)."""
+
+
+NEEDS_HTTPX = pytest.mark.skipif(
+    importlib.util.find_spec("httpx") is None, reason="the openai extra (httpx) is not installed"
+)
+"""For the tests of the OpenAI-compatible model (make test-lowest has no httpx)."""
+
+
+def memory_with(sessions: SqlSessionService, model: Any, **options: Any) -> SqlMemoryService:
+    """A memory service on ``sessions``' store whose generator's model is ``model``."""
+    return SqlMemoryService(sessions.store, generator=MemoryGenerator(model, **options))
 
 
 def nothing_to_change(prompt: dict[str, Any]) -> dict[str, Any]:

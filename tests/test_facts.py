@@ -11,7 +11,6 @@ pescatarian'), which are stored and searched."
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,7 +28,7 @@ from adk_sqlstore import (
 )
 
 from .helpers import Layer
-from .scripted_models import ScriptedModel, alias, nothing_to_change
+from .scripted_models import ScriptedModel, alias, memory_with, nothing_to_change
 
 APP = "lunch-app"
 USER = "user-17"
@@ -91,16 +90,6 @@ def contradicts(prompt: dict[str, Any]) -> dict[str, Any]:
             stored = alias(prompt["stored_facts"], "vegetarian")
             decisions.append({"fact": new["id"], "action": "invalidate", "target": stored})
     return {"decisions": decisions}
-
-
-@pytest.fixture
-async def sessions(db_url: str) -> AsyncIterator[SqlSessionService]:
-    async with SqlSessionService.from_url(db_url) as service:
-        yield service
-
-
-def memory_with(sessions: SqlSessionService, model: Any, **options: Any) -> SqlMemoryService:
-    return SqlMemoryService(sessions.store, generator=MemoryGenerator(model, **options))
 
 
 MONDAY_TURNS = (

@@ -14,7 +14,7 @@ import json
 import logging
 import time
 import unicodedata
-from collections.abc import AsyncIterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,7 +32,7 @@ from adk_sqlstore import (
 from adk_sqlstore.generation import running, writing
 
 from .embedders import Concepts
-from .scripted_models import ScriptedModel, create_all
+from .scripted_models import ScriptedModel, create_all, memory_with
 
 APP = "facts-app"
 USER = "user-1"
@@ -80,25 +80,26 @@ def residence(prompt: dict[str, Any]) -> dict[str, Any]:
     return {"facts": facts}
 
 
-def moved(prompt: dict[str, Any]) -> dict[str, Any]:
-    """Consolidation: a new residence invalidates every stored one (by the new fact)."""
-    decisions: list[dict[str, Any]] = []
-    for new in prompt["new_facts"]:
-        decisions.append({"fact": new["id"], "action": "create"})
-        for old in prompt["stored_facts"]:
-            if "lives in" in old["text"] and "lives in" in new["text"]:
-                decisions.append({"fact": new["id"], "action": "invalidate", "target": old["id"]})
-    return {"decisions": decisions}
+def invalidating(contradicts: Callable[[str, str], bool]) -> Callable[..., dict[str, Any]]:
+    """Consolidation: each new fact is created, and invalidates every stored fact it
+    ``contradicts(new text, stored text)``."""
+
+    def answer(prompt: dict[str, Any]) -> dict[str, Any]:
+        decisions: list[dict[str, Any]] = []
+        for new in prompt["new_facts"]:
+            decisions.append({"fact": new["id"], "action": "create"})
+            for old in prompt["stored_facts"]:
+                if contradicts(new["text"], old["text"]):
+                    decisions.append(
+                        {"fact": new["id"], "action": "invalidate", "target": old["id"]}
+                    )
+        return {"decisions": decisions}
+
+    return answer
 
 
-@pytest.fixture
-async def sessions(db_url: str) -> AsyncIterator[SqlSessionService]:
-    async with SqlSessionService.from_url(db_url) as service:
-        yield service
-
-
-def memory_with(sessions: SqlSessionService, model: Any, **options: Any) -> SqlMemoryService:
-    return SqlMemoryService(sessions.store, generator=MemoryGenerator(model, **options))
+moved = invalidating(lambda new, old: "lives in" in new and "lives in" in old)
+"""A new residence invalidates every stored one."""
 
 
 async def said(sessions: SqlSessionService, text: str, ts: float, session_id: str | None = None,
@@ -504,16 +505,13 @@ def likes(prompt: dict[str, Any]) -> dict[str, Any]:
     return {"facts": facts}
 
 
-def opposites(prompt: dict[str, Any]) -> dict[str, Any]:
-    """Consolidation: "dislikes X" and "likes X" invalidate each other."""
-    decisions: list[dict[str, Any]] = []
-    for new in prompt["new_facts"]:
-        decisions.append({"fact": new["id"], "action": "create"})
-        for old in prompt["stored_facts"]:
-            a, b = new["text"].lower(), old["text"].lower()
-            if a.replace("dislikes", "likes") == b.replace("dislikes", "likes") and a != b:
-                decisions.append({"fact": new["id"], "action": "invalidate", "target": old["id"]})
-    return {"decisions": decisions}
+def _opposite(new: str, old: str) -> bool:
+    a, b = new.lower(), old.lower()
+    return a != b and a.replace("dislikes", "likes") == b.replace("dislikes", "likes")
+
+
+opposites = invalidating(_opposite)
+"""A "dislikes X" and a "likes X" invalidate each other."""
 
 
 async def test_a_restored_fact_equal_to_a_current_one_stays_superseded_by_it(

@@ -4,7 +4,6 @@ through ADK's own registry, and plain callables. No database."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import socket
 import threading
@@ -25,9 +24,8 @@ from adk_sqlstore.generation import (
 )
 from adk_sqlstore.generation.openai_chat import OpenAICompatibleModel
 
-NEEDS_HTTPX = pytest.mark.skipif(
-    importlib.util.find_spec("httpx") is None, reason="the openai extra (httpx) is not installed"
-)
+from .scripted_models import NEEDS_HTTPX
+
 SECRET = "SECRET-MARKER-7f3a"  # in prompts and answers; never in an error's message
 REQUEST = ModelRequest(system="Extract facts as JSON.", prompt=f"user: my pin is {SECRET}")
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,7 +22,6 @@ import pytest
 from adk_sqlstore import (
     Event,
     GenerationError,
-    MemoryGenerator,
     SqlMemoryService,
     SqlSessionService,
 )
@@ -39,7 +37,7 @@ from adk_sqlstore.generation.replies import (
     parse_time,
 )
 
-from .scripted_models import ScriptedModel, alias
+from .scripted_models import ScriptedModel, alias, memory_with
 
 APP = "replies-app"
 USER = "user-42"
@@ -536,16 +534,6 @@ async def conversation(sessions: SqlSessionService, *texts: str, ts: float) -> A
     for n, text in enumerate(texts):
         await sessions.append_event(session, turn(text, ts + n))
     return session
-
-
-@pytest.fixture
-async def sessions(db_url: str) -> AsyncIterator[SqlSessionService]:
-    async with SqlSessionService.from_url(db_url) as service:
-        yield service
-
-
-def memory_with(sessions: SqlSessionService, model: Any, **options: Any) -> SqlMemoryService:
-    return SqlMemoryService(sessions.store, generator=MemoryGenerator(model, **options))
 
 
 def replying(reply: str) -> Any:

@@ -8,14 +8,13 @@ scripted models and no database."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import re
 import socket
 import struct
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -40,11 +39,8 @@ from adk_sqlstore.generation.openai_chat import (
     retry_after_seconds,
 )
 
-from .scripted_models import create_all, last_event_as_a_fact
+from .scripted_models import NEEDS_HTTPX, create_all, last_event_as_a_fact
 
-NEEDS_HTTPX = pytest.mark.skipif(
-    importlib.util.find_spec("httpx") is None, reason="the openai extra (httpx) is not installed"
-)
 SECRET = "SECRET-MARKER-51c9"  # in the conversation and the bodies; never in a message
 APP = "retry-app"
 USER = "user-5"
@@ -160,12 +156,6 @@ def http_date(seconds_from_now: float) -> str:
 
 
 OVERLOADED = {"error": {"message": f"echo {SECRET}", "type": "server_error"}}
-
-
-@pytest.fixture
-async def sessions(db_url: str) -> AsyncIterator[SqlSessionService]:
-    async with SqlSessionService.from_url(db_url) as service:
-        yield service
 
 
 async def _memory_and_session(sessions: SqlSessionService, **options: Any) -> tuple[Any, Any]:
