@@ -157,8 +157,8 @@ def _not_current(fact: Fact) -> str:
     """Why a fact is not current: when it stopped being true and when the store
     learned it, or when it expired."""
     if fact.invalid_at is None and fact.invalidate_time is None:
-        return f"no (expired {_when(fact.expire_time)})"
-    return f"no (not true since {_when(fact.invalid_at)}; learned {_when(fact.invalidate_time)})"
+        return f"no: expired {_when(fact.expire_time)}"
+    return f"no: not true since {_when(fact.invalid_at)}, learned {_when(fact.invalidate_time)}"
 
 
 @facts_app.command("show")
@@ -180,7 +180,7 @@ def facts_show(
         error(f"{app_name} / {user} has no fact {fact_id!r}")
         raise typer.Exit(1)
     fact, revisions = found
-    state = "current" if fact.current else _not_current(fact).removeprefix("no ")
+    state = "current" if fact.current else _not_current(fact).removeprefix("no: ")
     if fact.invalidated_by:
         state += f" by {fact.invalidated_by}"
     consoles.out.print(f"{fact.id}: {fact.text}", soft_wrap=True)
@@ -188,21 +188,25 @@ def facts_show(
         f"{state}; valid from {_when(fact.valid_from)}; topics {', '.join(fact.topics)}"
         + (f"; expires {_when(fact.expire_time)}" if fact.expire_time else "")
     )
-    table = Table()
-    columns = ("#", "learned (UTC)", "action", "not true since", "text before", "text after")
-    for column in (*columns, "source", "by", "model"):
+    table = Table()  # an invalidation's cause: in the state line above
+    table.add_column("#")
+    table.add_column("learned (UTC)", no_wrap=True)
+    for column in ("action", "text before", "text after"):
+        table.add_column(column, overflow="fold")  # wrapped whole, never cut
+    for column in ("source", "model"):
         table.add_column(column)
     for r in revisions:
         source = f"{r.session_id or '-'} {' '.join(r.event_ids)}".strip()
+        action = r.action
+        if r.invalid_at is not None:  # when an invalidated fact stopped being true
+            action += f" (true until {_when(r.invalid_at)[:10]})"
         table.add_row(
             str(r.revision),
             _when(r.create_time),
-            r.action,
-            _when(r.invalid_at),
+            action,
             r.old_text or "",
             r.new_text or "",
             source,
-            r.by_fact_id or "",
             r.model or "",
         )
     consoles.out.print(table)
