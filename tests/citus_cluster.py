@@ -79,11 +79,29 @@ async def create_citus_database(coordinator: str, workers: list[str], name: str)
         await _execute(admin, f'CREATE DATABASE "{name}"')
         await _execute(_on(admin, name), "CREATE EXTENSION citus")
     host, port = _host_port(coordinator)
-    statements = [f"SELECT citus_set_coordinator_host('{host}', {port})"]
+    await _execute(_on(coordinator, name), f"SELECT citus_set_coordinator_host('{host}', {port})")
     for worker in workers:
         host, port = _host_port(worker)
-        statements.append(f"SELECT citus_add_node('{host}', {port})")
-    await _execute(_on(coordinator, name), *statements)
+        await add_node(_on(coordinator, name), host, port)
+
+
+async def add_node(coordinator: str, host: str, port: int, attempts: int = 8) -> None:
+    """``citus_add_node`` on the coordinator's database at URL ``coordinator``, tried
+    again when it met another database's (another test process's) at the worker.
+
+    Adding a node syncs the cluster-wide roles to it (``worker_create_or_alter_role``),
+    so two databases added to one worker at once may fail with "tuple concurrently
+    updated" (seen as "failure on connection marked as essential"); the failed one
+    rolled back whole and is simply done again.
+    """
+    for attempt in range(attempts):
+        try:
+            await _execute(coordinator, f"SELECT citus_add_node('{host}', {port})")
+            return
+        except asyncpg.InternalServerError as error:
+            if "marked as essential" not in str(error) or attempt == attempts - 1:
+                raise
+            await asyncio.sleep(0.05 * 2**attempt)
 
 
 async def drop_citus_database(coordinator: str, workers: list[str], name: str) -> None:
@@ -163,10 +181,7 @@ class CitusCluster:
             for name in self.databases:
                 await _execute(worker.url(), f'CREATE DATABASE "{name}"')
                 await _execute(worker.url(name), "CREATE EXTENSION citus")
-                await _execute(
-                    self.coordinator.url(name),
-                    f"SELECT citus_add_node('127.0.0.1', {worker.port})",
-                )
+                await add_node(self.coordinator.url(name), "127.0.0.1", worker.port)
 
         asyncio.run(join())
         return worker
