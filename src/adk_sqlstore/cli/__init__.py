@@ -12,12 +12,13 @@ never printed.
   ``memory facts failures``;
 - :mod:`.artifacts`: ``artifacts list``, ``artifacts get``;
 - :mod:`.admin`: ``migrate``, ``prune``, ``forget-user``, ``services-yaml``, ``demo``;
-- :mod:`.import_adk`: ``import-adk``.
+- :mod:`.import_adk`: ``import-adk``;
+- :mod:`.inspect`: ``inspect`` (the memory inspector).
 """
 
 from __future__ import annotations
 
-from . import admin, artifacts, facts, import_adk, memory, sessions
+from . import admin, artifacts, facts, import_adk, inspect, memory, sessions
 from .common import app, make_console
 
 __all__ = ["app", "main", "make_console"]
@@ -27,6 +28,7 @@ _COMMANDS = (
     artifacts,
     facts,
     import_adk,
+    inspect,
     memory,
     sessions,
 )  # imported for the commands they add to app

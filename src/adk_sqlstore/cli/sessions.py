@@ -31,7 +31,7 @@ from .common import (
     when,
 )
 
-__all__ = ["export", "import_", "sessions_list", "sessions_show"]
+__all__ = ["export", "export_to_folder", "import_", "sessions_list", "sessions_show"]
 
 
 @sessions_app.command("list")
@@ -337,27 +337,9 @@ def export(
 
     async def run() -> None:
         async with SqlSessionService.from_url(database(url)) as service:
-            count = 0
-            exported: dict[tuple[str, Path], list[str]] = {}
-            async for session in _exported(service, app_name, user, session_id):
-                folder = _write_session(session, out, by_user=user is None)
-                if folder is not None:
-                    exported.setdefault((session.user_id, folder), []).append(session.id)
-                count += 1
-            versions = 0
-            for (user_id, folder), ids in exported.items():
-                versions += await export_artifacts(
-                    service.store,
-                    app_name=app_name,
-                    user_id=user_id,
-                    session_ids=ids,
-                    folder=folder,
-                )
-            memories = 0
-            if str(out) != "-":
-                memories = await export_memories(
-                    service.store, app_name, user, out, {u for u, _ in exported}
-                )
+            count, versions, memories = await export_to_folder(
+                service, app_name=app_name, user=user, session_id=session_id, out=out
+            )
         if str(out) != "-":
             consoles.out.print(f"exported {count} session(s) to {out}")
             if versions:
@@ -366,3 +348,37 @@ def export(
                 consoles.out.print(f"exported the memories and facts of {memories} user(s)")
 
     run_command(run())
+
+
+async def export_to_folder(
+    service: SqlSessionService,
+    *,
+    app_name: str,
+    user: str | None,
+    session_id: str | None,
+    out: Path,
+) -> tuple[int, int, int]:
+    """What ``adk-sqlstore export`` writes (see :func:`export`), into ``out``: the
+    numbers of sessions, artifact versions and memories files written.
+
+    Raises:
+        SessionNotFoundError: ``session_id`` names no session of ``user``.
+    """
+    count = 0
+    exported: dict[tuple[str, Path], list[str]] = {}
+    async for session in _exported(service, app_name, user, session_id):
+        folder = _write_session(session, out, by_user=user is None)
+        if folder is not None:
+            exported.setdefault((session.user_id, folder), []).append(session.id)
+        count += 1
+    versions = 0
+    for (user_id, folder), ids in exported.items():
+        versions += await export_artifacts(
+            service.store, app_name=app_name, user_id=user_id, session_ids=ids, folder=folder
+        )
+    memories = 0
+    if str(out) != "-":
+        memories = await export_memories(
+            service.store, app_name, user, out, {u for u, _ in exported}
+        )
+    return count, versions, memories

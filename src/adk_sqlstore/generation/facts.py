@@ -60,7 +60,9 @@ class FactRevision:
     """One change of a fact: ``action`` ``create``, ``update``, ``invalidate``,
     or ``restore`` (the fact that invalidated it was deleted);
     the text before and after (``None`` where there is none); the session and events
-    it comes from; the model that made it (``None``: the store itself); when the store
+    it comes from; the model that made it (``None``: the store itself; an operator's
+    correction, ``SqlMemoryService.correct_fact``, is an ``update`` recorded as model
+    ``"operator:NAME"``, with no session nor events); when the store
     made it (``create_time``, ISO 8601, UTC); and of an invalidation, when the fact
     stopped being true (``invalid_at``) and the fact that contradicted it
     (``by_fact_id``)."""

@@ -20,12 +20,13 @@ from ..sql import fact_runs as runs
 from ..sql import facts as sql
 from ..store import Store, write_completes
 from ..validation import check_count, check_identifier
+from .correcting import correct_fact
 from .facts import Fact, FactRevision, fact_of, revision_of
 from .generator import DEFAULT_MAX_ATTEMPTS, GenerationReport, MemoryGenerator
 from .history import PAST_FACTS_SEARCHED, rank_past_facts
 from .replies import MAX_FACT_CHARS, Extracted
 from .running import Generation
-from .writing import fact_metadata
+from .writing import Destination, fact_metadata
 
 __all__ = ["MemoryFacts", "consolidation_asked"]
 
@@ -323,6 +324,55 @@ class MemoryFacts:
         if fact is None:
             return None
         return fact_of(fact), [revision_of(r) for r in revisions]
+
+    @telemetry.traced("correct_fact")
+    @write_completes
+    async def correct_fact(
+        self, *, app_name: str, user_id: str, fact_id: str, text: str, operator: str
+    ) -> Fact:
+        """An operator's correction of one of the user's current facts: its text becomes
+        ``text`` (NUL characters dropped, lone surrogates replaced, leading and trailing
+        whitespace removed), never silently. In one transaction under the user lock, the
+        fact's ``revision_count`` grows by one and ``update_time`` becomes now; an
+        ``update`` revision keeps the old and new text, with ``model``
+        ``"operator:OPERATOR"``, no session and no events; the fact's memory (same id)
+        is rewritten with the new text (through the ingestion filter, re-embedded with an
+        embedder), so search finds the new text and no longer the old. The fact keeps its
+        id, topics, ``valid_from``, time to live and source session and events
+        (deleting that session still deletes it). No model is called; no generator is
+        needed. A text equal to the fact's own is a no-op.
+
+        Args:
+            fact_id: the fact's id (``fact-...``, :meth:`list_facts`).
+            text: the new text, at most 1,000 characters
+                (:data:`~adk_sqlstore.generation.replies.MAX_FACT_CHARS`).
+            operator: who corrects it (an identifier: at most 255 UTF-8 bytes), recorded
+                in the revision's ``model``.
+
+        Returns:
+            The fact as stored afterwards (:class:`~.facts.Fact`, times ISO 8601, UTC).
+
+        Raises:
+            InvalidIdentifierError: ``app_name``, ``user_id``, ``fact_id`` or
+                ``operator`` is not an identifier (a str of 1 to 255 UTF-8 bytes).
+            InvalidArgumentError: ``text`` is not a str, is empty or only whitespace,
+                is over 1,000 characters, or has nothing left after the ingestion filter;
+                the user has no fact ``fact_id`` (another user's fact is not theirs);
+                the fact is no longer current (invalidated or expired); or another
+                current fact of the user already says ``text`` (equal after
+                normalisation: its id is in the message). Nothing was written.
+            ConcurrencyConflictError: it kept losing races with other writers (run
+                again 10 times); nothing was written.
+        """
+        check_identifier("app_name", app_name)
+        check_identifier("user_id", user_id)
+        check_identifier("fact id", fact_id)
+        check_identifier("operator", operator)
+        row = await correct_fact(
+            Destination(self._store, self._rows, self._hybrid, None),
+            app_name=app_name, user_id=user_id, fact_id=fact_id, text=text, operator=operator,
+        )  # fmt: skip
+        return fact_of(row)
 
     async def retrieve_profiles(
         self, *, app_name: str, user_id: str, topics: Sequence[str] | None = None

@@ -95,10 +95,12 @@ from ..errors import ConfigurationError
 
 __all__ = [
     "ANALYSIS_VERSION",
+    "CHUNK",
     "DEFAULT_LANGUAGE",
     "LANGUAGES",
     "MAX_TERMS_BYTES",
     "MAX_TERM_CHARS",
+    "UNSPACED_RUN",
     "Analyzer",
     "analyzer",
     "fold",
@@ -162,6 +164,7 @@ _PAIR = regex.compile(r"([^\W_]+)[-.&]([^\W_]+)")  # node.js, AT&T, GPT-4o: also
 _THOUSANDS = regex.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?![\d,])")  # 10,000: 10000
 _SPACED_OR_UNSPACED = regex.compile(rf"[{_UNSPACED}]+|[^{_UNSPACED}]+")
 _UNSPACED_RUN = regex.compile(rf"[{_UNSPACED}]")
+CHUNK, UNSPACED_RUN = _CHUNK, _SPACED_OR_UNSPACED  # what a text's words are (highlight.py)
 _PARTS = regex.compile(
     r"\p{Lu}+(?=\p{Lu}[\p{Ll}\p{M}])|\p{Lu}?[\p{Ll}\p{M}]+|\p{Lu}+\p{M}*|\p{N}+"
     r"|[^\p{Lu}\p{Ll}\p{N}]+"

@@ -31,6 +31,7 @@ __all__ = [
     "current_facts",
     "current_under_topics",
     "delete_facts",
+    "equal_fact",
     "fact_history",
     "facts_to_delete",
     "insert_revisions",
@@ -187,6 +188,32 @@ async def current_by_hash(
         )
         found.update((r.text_hash, FactRow.of(r)) for r in (await conn.execute(stmt)).all())
     return found
+
+
+async def equal_fact(
+    conn: AsyncConnection,
+    *,
+    app_name: str,
+    user_id: str,
+    text_hash: str,
+    other_than: str,
+    now: float,
+) -> str | None:
+    """The id of a current fact of the user whose text hash is ``text_hash``, other
+    than the fact ``other_than`` (the first by id); ``None`` if there is none."""
+    stmt = (
+        select(facts.c.id)
+        .where(
+            *_user(facts, app_name, user_id),
+            facts.c.text_hash == text_hash,
+            facts.c.id != other_than,
+            *_current(now),
+        )
+        .order_by(facts.c.id)
+        .limit(1)
+    )
+    found = (await conn.execute(stmt)).scalar()
+    return None if found is None else str(found)
 
 
 def _like(value: str) -> str:

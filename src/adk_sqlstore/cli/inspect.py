@@ -1,0 +1,73 @@
+"""``adk-sqlstore inspect``: serve the memory inspector (the ``inspector`` extra)."""
+
+from __future__ import annotations
+
+import getpass
+import os
+from typing import Annotated
+
+import typer
+
+from .common import UrlOption, app, consoles, database, error
+
+__all__ = ["inspect"]
+
+
+@app.command("inspect")
+def inspect(
+    url: UrlOption = None,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to listen on (loopback by default).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8765,
+    write: Annotated[
+        bool,
+        typer.Option(
+            "--write",
+            help="Allow changes: delete memories and facts, correct facts, run generation"
+            " again, export and forget users. Read-only without it.",
+        ),
+    ] = False,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="ADK_SQLSTORE_INSPECTOR_TOKEN",
+            help="Every request must carry this token (the sign-in page sets a cookie)."
+            " Needed to listen on an address other than loopback.",
+            show_envvar=True,
+        ),
+    ] = None,
+    operator: Annotated[
+        str | None,
+        typer.Option(
+            "--operator",
+            help="Your name in the change log and in fact corrections (default: your login).",
+        ),
+    ] = None,
+) -> None:
+    """Serve the memory inspector over the store: apps, users, sessions, facts with
+    their history, memory search with scores; changes only with --write."""
+    try:
+        import uvicorn
+
+        from ..inspector import create_app
+        from ..inspector.security import is_loopback
+    except ImportError as missing:
+        error(
+            f"the inspector needs the inspector extra ({missing.name} is not installed):"
+            ' pip install "adk-sqlstore[inspector]"'
+        )
+        raise typer.Exit(2) from None
+    if not is_loopback(host) and not token:
+        error(
+            f"refusing to listen on {host}, which other machines can reach, without a token:"
+            " give --token (or $ADK_SQLSTORE_INSPECTOR_TOKEN), or listen on 127.0.0.1"
+        )
+        raise typer.Exit(2)
+    name = operator or os.environ.get("USER") or getpass.getuser()
+    inspector = create_app(database(url), write=write, token=token, operator=name)
+    shown = f"[{host}]" if ":" in host else host
+    mode = "with changes allowed (--write)" if write else "read-only"
+    consoles.out.print(f"memory inspector on http://{shown}:{port}/ ({mode}); Ctrl+C stops it")
+    uvicorn.run(inspector, host=host, port=port, log_level="warning", access_log=False)
