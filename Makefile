@@ -19,7 +19,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e ".[postgres]"
+	$(BIN)/pip install --quiet -e ".[postgres,inspector]"
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python

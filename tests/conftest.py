@@ -544,9 +544,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def _skipped_for_want_of_adk(report: pytest.TestReport) -> bool:
     """A test skipped because an extra is not installed (make test-lowest runs with the
-    test extra only: no google-adk, no httpx), not because PostgreSQL was missing."""
+    test extra only: no google-adk, no httpx, no inspector), not because PostgreSQL was
+    missing."""
     reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-    return "google.adk" in reason or "adk extra" in reason or "openai extra" in reason
+    extras = ("google.adk", "adk extra", "openai extra", "inspector extra")
+    return any(extra in reason for extra in extras)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

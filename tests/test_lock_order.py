@@ -253,6 +253,7 @@ WRITERS = {
         "generate",
         "generate_pending",
         "import_memories",
+        "correct_fact",
     },
     ArtifactStorage: {"save", "save_stream", "restore", "delete"},
 }
@@ -416,6 +417,9 @@ async def _every_writer(url: str, recorder: Recorder, embedder: Any) -> None:
         with recorder.call("generate"):
             await sessions.append_event(s, _turn("a generated fact", 11))
             await memory.generate(**key, session_id=s.id)
+        with recorder.call("correct_fact"):
+            fact = (await memory.list_facts(**key))[0]
+            await memory.correct_fact(**key, fact_id=fact.id, text="corrected", operator="ops")
         with recorder.call("generate_pending"):
             await sessions.append_event(s, _turn("a pending fact", 12))
             await memory.generate_pending(app_name="locks")

@@ -476,7 +476,23 @@ def main(argv: list[str] | None = None) -> int:
     child = subprocess.run(
         [sys.executable, "-m", "adk_sqlstore.demo", "thursday"], env=env, check=False
     )
+    if child.returncode == 0:
+        _inspector_hint(console, url)
     return child.returncode
+
+
+def _inspector_hint(console: Console, url: str | None) -> None:
+    """How to see this store in the memory inspector (the demo's last lines)."""
+    console.print(_rule("See what the agent remembers: the memory inspector"))
+    given = "" if url is None else " --url URL  (the URL the demo was given)"
+    console.print(f"$ adk-sqlstore inspect{given}")
+    console.print(
+        escape(
+            f"then open http://127.0.0.1:8765/apps/{APP_NAME}/users/{USER_ID} in a browser"
+            " (read-only; --write allows corrections; needs the inspector extra:"
+            ' pip install "adk-sqlstore[inspector]", which make demo installs)'
+        )
+    )
 
 
 if __name__ == "__main__":
