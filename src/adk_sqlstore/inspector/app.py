@@ -135,7 +135,7 @@ async def _guarded(
         return _error_page(context, request, 401, "This inspector needs its token.")
     try:
         if request.method == "POST" and not signing_in:
-            if not context.write:
+            if not context.write and not getattr(handler, "reads_only", False):
                 return _error_page(
                     context, request, 403,
                     "The inspector is read-only: start it with --write to change anything.",
@@ -202,7 +202,7 @@ def _routes(page: Callable[[Callable[[Request], Awaitable[Response]]], Any]) -> 
         Route("/sign-in", page(_sign_in), methods=["GET", "POST"]),
         Route("/apps/{app}", page(pages.app_page)),
         Route("/apps/{app}/users/{user}", page(pages.user_page)),
-        Route("/apps/{app}/users/{user}/search", page(pages.search_page)),
+        Route("/apps/{app}/users/{user}/search", page(pages.search_page), methods=["GET", "POST"]),
         Route("/apps/{app}/users/{user}/facts/{fact}", page(pages.fact_page)),
         Route("/apps/{app}/users/{user}/sessions/{session}", page(pages.session_page)),
         Route(

@@ -332,18 +332,22 @@ async def session_page(request: Request) -> Response:
 
 async def search_page(request: Request) -> Response:
     """The user's memories searched as an agent would, each result with its scores
-    and its matched words marked."""
+    and its matched words marked. The page's form posts the query (so that it never
+    shows in a URL, a history or a log); ``?q=`` works too."""
     context = _context(request)
     app_name, user_id = _ids(request, "app", "user")
-    query = request.query_params.get("q", "")
+    given = request.state.form if request.method == "POST" else request.query_params
+    query = given.get("q") or ""
+    if not isinstance(query, str):
+        raise HTTPException(400, "q is a text field.")
     if len(query) > MAX_QUERY_CHARS:
         raise HTTPException(
             414, f"The search is {len(query):,} characters long: at most {MAX_QUERY_CHARS:,}."
         )
-    kind = request.query_params.get("kind") or None
+    kind = given.get("kind") or None
     if kind not in (None, "facts", "turns"):
         raise HTTPException(400, "kind is 'facts', 'turns' or empty.")
-    history = request.query_params.get("history") == "1"
+    history = given.get("history") == "1"
     results = []
     hybrid = context.memory.embedder is not None
     if query.strip():
@@ -393,3 +397,6 @@ async def artifact_download(request: Request) -> Response:
         context.artifacts.read(key, stored), media_type="application/octet-stream",
         headers=headers,
     )  # fmt: skip
+
+
+search_page.reads_only = True  # type: ignore[attr-defined]  # a POST that changes nothing

@@ -41,6 +41,7 @@ __all__ = [
     "apps",
     "artifact_versions",
     "event_page",
+    "event_position",
     "fact_page",
     "facts_of_session",
     "generation_source",
@@ -231,6 +232,18 @@ async def event_page(
         .limit(limit)
     )
     return [(int(seq), json.loads(data)) for seq, data in (await conn.execute(stmt)).all()]
+
+
+async def event_position(
+    conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str, event_id: str
+) -> int | None:
+    """The position (``seq``) of an event of a session, by its id; ``None``: none."""
+    c = events.c
+    stmt = select(c.seq).where(
+        c.app_name == app_name, c.user_id == user_id, c.session_id == session_id, c.id == event_id
+    )
+    found = (await conn.execute(stmt)).scalar()
+    return None if found is None else int(found)
 
 
 async def state_deltas(
