@@ -50,7 +50,7 @@ test-all: $(VENV)/.installed-dev
 CITUS_SUITE = tests/test_sessions.py tests/test_memory.py tests/test_artifacts.py \
 	tests/test_adk_compat_sessions.py tests/test_adk_compat_memory.py tests/test_adk.py \
 	tests/test_listing.py tests/test_retention.py tests/test_isolation.py tests/test_facts.py \
-	tests/test_facts_hold_up.py
+	tests/test_facts_hold_up.py tests/test_inspector.py tests/test_inspector_security.py
 test-citus: $(VENV)/.installed-dev
 	$(BIN)/python -m tests.citus_cluster -- $(BIN)/pytest -n auto -p no:cacheprovider \
 		-m "postgres and not soak and not single_server" $(CITUS_SUITE)
@@ -90,6 +90,7 @@ bench-smoke: $(VENV)/.installed-dev  # every benchmark at a tiny size (CI)
 	$(BIN)/python -m benchmarks run --size small
 	$(BIN)/python -m benchmarks citus --size small
 	$(BIN)/python -m benchmarks consolidation --size small  # about 3 s: SQLite, BM25
+	$(BIN)/python -m benchmarks inspector --size small --runs 5  # about 15 s: SQLite, PostgreSQL
 
 # The documentation site from docs/ (mkdocs-material; the API reference from the
 # docstrings, the command line's from the command itself), warnings as errors (CI).

@@ -1,5 +1,6 @@
 """``python -m benchmarks run --backend sqlite|postgres [--url URL] [--size small|full]``
-(and ``python -m benchmarks consolidation [...]``: :mod:`.consolidation_recall`)
+(and ``python -m benchmarks consolidation [...]``: :mod:`.consolidation_recall`;
+``python -m benchmarks inspector [...]``: :mod:`.inspector`)
 
 Measures adk-sqlstore (core API and ADK classes) beside its peers (google-adk's own
 DatabaseSessionService and SqliteMemoryService, and sqlspec's ADK extension) and the
@@ -262,11 +263,20 @@ def main(argv: list[str] | None = None) -> int:
         help="the share of contradicted facts that reach the consolidation prompt"
         " (python -m benchmarks.consolidation_recall; its options follow, --help lists them)",
     )
+    sub.add_parser(
+        "inspector",
+        help="the memory inspector's pages for a user of 100,000 memories, p50/p95/max"
+        " (python -m benchmarks.inspector; its options follow, --help lists them)",
+    )
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["consolidation"]:  # its own options, parsed by its own parser
         from .consolidation_recall import main as consolidation_main
 
         return consolidation_main(argv[1:])
+    if argv[:1] == ["inspector"]:  # likewise
+        from .inspector import main as inspector_main
+
+        return inspector_main(argv[1:])
     args = parser.parse_args(argv)
     if args.command == "citus":
         from .citus_bench import run as run_citus

@@ -45,7 +45,10 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("search", ["search"]),
     ("sessions", ["sessions"]),
     ("memory", ["memory", "artifacts", "generation"]),
-    ("integrations", ["adk", "cli", "inspector", "demo", "demo_facts", "_entry", "__main__", "__init__"]),
+    (
+        "integrations",
+        ["adk", "cli", "inspector", "demo", "demo_facts", "_entry", "__main__", "__init__"],
+    ),
 ]
 
 # Private names of other libraries this package may use, and why.

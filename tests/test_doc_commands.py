@@ -112,7 +112,16 @@ def test_a_command_line_the_docs_show_runs(
     exported = runner.invoke(app, ["export", "--app", "docs-app", "--out", out, "--url", url])
     assert exported.exit_code == 0, exported.output
     args = _filled(command, url, tmp_path)
+    served: list[tuple[object, str, int]] = []
+    if args[:1] == ["inspect"]:  # a server that never returns: record what it would serve
+        uvicorn = pytest.importorskip("uvicorn", reason="inspect needs the inspector extra")
+        monkeypatch.setattr(
+            uvicorn, "run", lambda asgi, host, port, **_: served.append((asgi, host, port))
+        )
     result = runner.invoke(app, args, input="y\n")
+    if args[:1] == ["inspect"]:
+        assert result.exit_code == 0, result.output
+        assert [(h, p) for _, h, p in served] == [("127.0.0.1", 8765)], result.output
     assert "Traceback" not in result.output, result.output
     fails = next(
         (why for name, why in FAILS_CLEARLY.items() if command.startswith(f"adk-sqlstore {name}")),

@@ -24,8 +24,7 @@ from starlette.responses import RedirectResponse, Response
 
 from ..cli.sessions import export_to_folder
 from ..errors import GenerationError
-from ..validation import check_identifier
-from .rendering import link, render
+from .rendering import link, path_ids, render
 
 if TYPE_CHECKING:
     from .app import Context
@@ -47,12 +46,7 @@ def _context(request: Request) -> Context:
 
 
 def _ids(request: Request, *names: str) -> list[str]:
-    out = []
-    for name in names:
-        value = request.path_params[name]
-        check_identifier({"app": "app_name", "user": "user_id"}.get(name, name), value)
-        out.append(value)
-    return out
+    return path_ids(request, *names)
 
 
 def _logged(context: Context, action: str, **ids: str) -> None:
@@ -137,7 +131,8 @@ async def export_user(request: Request) -> Response:
         )
         body = await asyncio.to_thread(_zipped, Path(folder))
     _logged(context, "exported user", app_name=app_name, user_id=user_id)
-    name = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in user_id)[:80]
+    safe = (ch if ch.isascii() and (ch.isalnum() or ch in "._-") else "_" for ch in user_id)
+    name = "".join(safe)[:80]  # ASCII: a header's value is Latin-1
     return Response(
         body, media_type="application/zip",
         headers={"content-disposition": f'attachment; filename="export-{name}.zip"'},

@@ -186,6 +186,7 @@ async def _sign_in(request: Request) -> Response:
             response = RedirectResponse(link(request, ""), status_code=303)
             response.set_cookie(
                 TOKEN_COOKIE, context.token, httponly=True, samesite="strict",
+                secure=request.url.scheme == "https",
                 path=request.scope.get("root_path", "") or "/",
             )  # fmt: skip
             return response
@@ -206,7 +207,7 @@ def _routes(page: Callable[[Callable[[Request], Awaitable[Response]]], Any]) -> 
         Route("/apps/{app}/users/{user}/facts/{fact}", page(pages.fact_page)),
         Route("/apps/{app}/users/{user}/sessions/{session}", page(pages.session_page)),
         Route(
-            "/apps/{app}/users/{user}/artifacts/{scope}/{filename}/{version:int}",
+            "/apps/{app}/users/{user}/artifacts/{scope}/{filename:path}/{version:int}",
             page(pages.artifact_download),
         ),
         Route("/apps/{app}/users/{user}/memories/{memory}/delete", page(actions.delete_memory),

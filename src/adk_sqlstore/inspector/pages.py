@@ -17,10 +17,20 @@ from ..search.analysis import analyzer
 from ..search.highlight import highlight
 from ..sql import facts as fact_sql
 from ..sql import inspection as sql
+from ..sql import inspection_memories as memory_sql
+from ..sql import sessions as session_sql
 from ..sql.artifacts import ArtifactKey
-from ..state import drop_temp
+from ..state import drop_temp, merge_state
 from ..validation import check_identifier
-from .rendering import PAGE_SIZE, decode_cursor, encode_cursor, render
+from .rendering import (
+    PAGE_SIZE,
+    USER_SCOPE,
+    decode_cursor,
+    encode_cursor,
+    path_ids,
+    path_text,
+    render,
+)
 
 if TYPE_CHECKING:
     from .app import Context
@@ -49,13 +59,7 @@ def _context(request: Request) -> Context:
 
 
 def _ids(request: Request, *names: str) -> list[str]:
-    """Path ids, each checked as the store checks ids (400 when malformed)."""
-    out = []
-    for name in names:
-        value = request.path_params[name]
-        check_identifier({"app": "app_name", "user": "user_id"}.get(name, name), value)
-        out.append(value)
-    return out
+    return path_ids(request, *names)
 
 
 def _chart(counts: dict[int, int], now: float) -> dict[str, Any]:
@@ -77,16 +81,13 @@ async def apps_page(request: Request) -> Response:
     now = time.time()
     async with context.store.transaction(write=False) as conn:
         names = await sql.apps(conn, after=after, limit=PAGE_SIZE + 1)
+        activity = await sql.app_activity(
+            conn, app_names=names[:PAGE_SIZE], since=now - ACTIVITY_DAYS * sql.DAY
+        )  # every app's in one pass over the events
         shown = []
         for name in names[:PAGE_SIZE]:
             counts = await sql.app_counts(conn, app_name=name, now=now)
-            chart = _chart(
-                await sql.activity(
-                    conn, app_name=name, user_id=None, since=now - ACTIVITY_DAYS * sql.DAY
-                ),
-                now,
-            )
-            shown.append((counts, chart))
+            shown.append((counts, _chart(activity[name], now)))
     more = encode_cursor(names[PAGE_SIZE - 1]) if len(names) > PAGE_SIZE else None
     return render(request, context.env, "apps.html", apps=shown, more=more, title="Apps")
 
@@ -96,6 +97,8 @@ async def app_page(request: Request) -> Response:
     context = _context(request)
     (app_name,) = _ids(request, "app")
     prefix = request.query_params.get("prefix", "")[:256]
+    if "\x00" in prefix:
+        raise HTTPException(400, "A user id has no NUL character.")
     after = decode_cursor(request.query_params.get("after"), (str,))
     now = time.time()
     async with context.store.transaction(write=False) as conn:
@@ -168,7 +171,7 @@ async def _facts_tab(
     history = request.query_params.get("history") == "1"
     topic = request.query_params.get("topic") or None
     after = decode_cursor(request.query_params.get("after"), (float, str))
-    rows = await sql.fact_page(
+    rows = await memory_sql.fact_page(
         conn, app_name=app_name, user_id=user_id, now=now, history=history, topic=topic,
         after=after, limit=PAGE_SIZE + 1,
     )  # fmt: skip
@@ -190,7 +193,7 @@ async def _memories_tab(
     if kind not in (None, "facts", "turns"):
         raise HTTPException(400, "kind is 'facts', 'turns' or empty.")
     after = decode_cursor(request.query_params.get("after"), (int,))
-    rows = await sql.memory_page(
+    rows = await memory_sql.memory_page(
         conn, app_name=app_name, user_id=user_id, kind=kind, session_id=None, after=after,
         limit=PAGE_SIZE + 1,
     )  # fmt: skip
@@ -296,28 +299,44 @@ async def session_page(request: Request) -> Response:
     app_name, user_id, session_id = _ids(request, "app", "user", "session")
     after = decode_cursor(request.query_params.get("after"), (int,)) or 0
     at = decode_cursor(request.query_params.get("at"), (int,))
+    event_id = request.query_params.get("event")  # start at this event, state after it
+    if event_id is not None:
+        check_identifier("event id", event_id)
     async with context.store.transaction(write=False) as conn:
         row = await sql.session_row(conn, app_name=app_name, user_id=user_id, session_id=session_id)
         if row is None:
             raise HTTPException(404, f"User {user_id!r} has no session {session_id!r}.")
+        if event_id is not None:
+            at = await sql.event_position(
+                conn, app_name=app_name, user_id=user_id, session_id=session_id, event_id=event_id
+            )
+            if at is None:
+                raise HTTPException(404, f"Session {session_id!r} has no event {event_id!r}.")
+            after = at - 1
         events = await sql.event_page(
             conn, app_name=app_name, user_id=user_id, session_id=session_id, after=after,
             limit=PAGE_SIZE + 1,
         )  # fmt: skip
-        through = row.revision if at is None else min(at, row.revision)
+        through = None if at is None else min(at, row.revision)
         state: dict[str, Any] = {}
-        for delta in await sql.state_deltas(
-            conn, app_name=app_name, user_id=user_id, session_id=session_id, through=through
-        ):
-            state.update(drop_temp(delta))
-        memory = await sql.memory_page(
+        if through is None:  # the state now, as get_session returns it (no fold)
+            now = await session_sql.load_states(
+                conn, app_name=app_name, user_id=user_id, session_id=session_id
+            )
+            state = merge_state(now.app, now.user, now.session)
+        else:
+            for delta in await sql.state_deltas(
+                conn, app_name=app_name, user_id=user_id, session_id=session_id, through=through
+            ):
+                state.update(drop_temp(delta))
+        memory = await memory_sql.memory_page(
             conn, app_name=app_name, user_id=user_id, kind=None, session_id=session_id,
             after=None, limit=PAGE_SIZE,
         )  # fmt: skip
-        facts = await sql.facts_of_session(
+        facts = await memory_sql.facts_of_session(
             conn, app_name=app_name, user_id=user_id, session_id=session_id, limit=PAGE_SIZE
         )
-        source = await sql.generation_source(
+        source = await memory_sql.generation_source(
             conn, app_name=app_name, user_id=user_id, session_id=session_id
         )
     more = encode_cursor(events[PAGE_SIZE - 1][0]) if len(events) > PAGE_SIZE else None
@@ -325,6 +344,8 @@ async def session_page(request: Request) -> Response:
         request, context.env, "session.html", app_name=app_name, user_id=user_id,
         session=row, events=[_event_view(s, e) for s, e in events[:PAGE_SIZE]], more=more,
         state=dict(sorted(state.items())), at=through, memories=memory,
+        page_after=encode_cursor(after) if after else None,
+        chosen=None if at is None else encode_cursor(at),
         facts=[fact_of(fact_sql.FactRow.of(f)) for f in facts], source=source,
         encode_cursor=encode_cursor, title=f"session {session_id}",
     )  # fmt: skip
@@ -379,12 +400,15 @@ async def artifact_download(request: Request) -> Response:
     """An artifact version's bytes, as a download (never shown inline)."""
     context = _context(request)
     app_name, user_id = _ids(request, "app", "user")
-    scope = request.path_params["scope"]
-    session_id = "" if scope == "~" else scope
-    if session_id:
-        check_identifier("session_id", session_id)
-    key = ArtifactKey(app_name, user_id, session_id, request.path_params["filename"])
-    stored = await context.artifacts.version(key, request.path_params["version"])
+    user_own = request.path_params["scope"] == USER_SCOPE
+    session_id = "" if user_own else path_ids(request, "scope")[0]
+    filename, version = path_text(request, "filename"), request.path_params["version"]
+    if "\x00" in filename:
+        raise HTTPException(400, "An artifact's filename has no NUL character.")
+    if version >= 2**63:  # beyond any version (and any database's integers)
+        raise HTTPException(404, "No such artifact version.")
+    key = ArtifactKey(app_name, user_id, session_id, filename)
+    stored = await context.artifacts.version(key, version)
     if stored is None:
         raise HTTPException(404, "No such artifact version.")
     name = key.filename.rsplit("/", 1)[-1].encode("ascii", "replace").decode()

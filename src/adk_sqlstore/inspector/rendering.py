@@ -12,6 +12,7 @@ import base64
 import binascii
 import json
 import math
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,14 +24,21 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from ..errors import InvalidArgumentError
+from ..validation import check_identifier
 
 __all__ = [
     "PAGE_SIZE",
     "SHOWN_CHARS",
+    "USER_SCOPE",
+    "Raw",
     "decode_cursor",
     "encode_cursor",
     "environment",
+    "iso",
     "link",
+    "marked",
+    "path_ids",
+    "path_text",
     "render",
     "shown",
     "when",
@@ -49,6 +57,10 @@ _BIDI = {
 }
 
 
+_BIDI_RE = re.compile("[" + "".join(_BIDI) + "]")
+_BIDI_SHOWN = {ch: f'<span class="ctl">[{mark}]</span>' for ch, mark in _BIDI.items()}
+
+
 def when(seconds: float | None) -> str:
     """Seconds since the epoch as ``YYYY-MM-DD HH:MM:SS`` UTC (``-`` for none)."""
     if seconds is None or not math.isfinite(seconds):
@@ -59,6 +71,17 @@ def when(seconds: float | None) -> str:
         return "-"
 
 
+def iso(value: str | None) -> str:
+    """An ISO 8601 time the public API returns (``Fact``, ``FactRevision``) as
+    :func:`when` shows times (``-`` for none)."""
+    if not value:
+        return "-"
+    try:
+        return when(datetime.fromisoformat(value).timestamp())
+    except ValueError:
+        return value
+
+
 def shown(text: Any, limit: int = SHOWN_CHARS) -> Markup:
     """Stored text as safe markup: escaped, at most ``limit`` characters (then how many
     more there are), bidirectional controls shown as marks."""
@@ -66,20 +89,68 @@ def shown(text: Any, limit: int = SHOWN_CHARS) -> Markup:
     rest = len(value) - limit
     if rest > 0:
         value = value[:limit]
-    out = []
-    for ch in value:
-        mark = _BIDI.get(ch)
-        out.append(Markup('<span class="ctl">[{}]</span>').format(mark) if mark else escape(ch))
+    escaped = str(escape(str(value)))  # whole (even markup), then the controls
+    out = [Markup(_BIDI_RE.sub(lambda m: _BIDI_SHOWN[m.group()], escaped))]
     if rest > 0:
         out.append(Markup('<span class="more"> … {:,} more characters</span>').format(rest))
     return Markup("").join(out)
 
 
+def marked(text: Any) -> str:
+    """Stored text for where no markup can go (a page's title, a text box): its
+    bidirectional controls replaced by visible marks (``[U+202E]``), never applied;
+    escaped by the template as any value."""
+    value = text if isinstance(text, str) else str(text)
+    return "".join(f"[{_BIDI[ch]}]" if ch in _BIDI else ch for ch in value)
+
+
+class Raw(str):
+    """A path segment :func:`link` writes as it is (a marker such as
+    :data:`USER_SCOPE`, which no encoded id can equal)."""
+
+
+USER_SCOPE = Raw("~")
+"""The artifact path segment of the user's own artifacts (no session)."""
+
+
+def _segment(part: Any) -> str:
+    """An id as one path segment: ``~`` and ``/`` written ``~7E`` and ``~2F`` first
+    (a server decodes ``%2F`` before routing, so an id with ``/`` would not route)."""
+    if isinstance(part, Raw):
+        return quote(str(part), safe="~")
+    return quote(str(part).replace("~", "~7E").replace("/", "~2F"), safe="")
+
+
+def path_ids(request: Request, *names: str) -> list[str]:
+    """The ids of a page's path (as :func:`link` wrote them), each checked as the
+    store checks ids.
+
+    Raises:
+        InvalidIdentifierError: an id the store would refuse (a 400 page).
+    """
+    out = []
+    for name in names:
+        value = str(request.path_params[name]).replace("~2F", "/").replace("~7E", "~")
+        check_identifier(_ID_NAMES.get(name, name), value)
+        out.append(value)
+    return out
+
+
+_ID_NAMES = {"app": "app_name", "user": "user_id", "session": "session_id", "scope": "session_id"}
+
+
+def path_text(request: Request, name: str) -> str:
+    """A path part that is not an id (an artifact's filename), as :func:`link` wrote
+    it."""
+    return str(request.path_params[name]).replace("~2F", "/").replace("~7E", "~")
+
+
 def link(request: Request, *parts: str, **query: Any) -> str:
-    """The URL of a page of this app, however it is mounted: ``parts`` percent-encoded
-    as path segments, ``query`` (``None`` values left out) as the query string."""
+    """The URL of a page of this app, however it is mounted: ``parts`` as path
+    segments (:func:`_segment`), ``query`` (``None`` values left out) as the query
+    string."""
     base = request.scope.get("root_path", "").rstrip("/")
-    path = "/".join(quote(str(p), safe="") for p in parts)
+    path = "/".join(_segment(p) for p in parts)
     url = f"{base}/{path}"
     params = {k: v for k, v in query.items() if v is not None and v is not False}
     return f"{url}?{urlencode(params)}" if params else url
@@ -112,9 +183,23 @@ def decode_cursor(cursor: str | None, shape: tuple[type, ...]) -> Any:
                 continue
             if not isinstance(value, kind) or isinstance(value, bool):
                 raise ValueError("wrong type")
+            _check_storable(value)
         return tuple(values) if len(shape) > 1 else values[0]
     except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as error:
         raise InvalidArgumentError(f"not a page cursor of this inspector: {error}") from None
+
+
+def _check_storable(value: Any) -> None:
+    """Raises ValueError for a cursor value no database takes as a parameter: an
+    integer beyond 64 bits, NaN or an infinity, a text with NUL or a lone surrogate."""
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        raise ValueError("number out of range")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("not a finite number")
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError("NUL in text")
+        value.encode()  # UnicodeEncodeError (a ValueError) for a lone surrogate
 
 
 def environment() -> Environment:
@@ -125,8 +210,9 @@ def environment() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(when=when, shown=shown)
-    env.globals.update(PAGE_SIZE=PAGE_SIZE)
+    env.filters.update(when=when, shown=shown, marked=marked, iso=iso)
+    env.policies["json.dumps_kwargs"] = {"sort_keys": True, "ensure_ascii": False}
+    env.globals.update(PAGE_SIZE=PAGE_SIZE, USER_SCOPE=USER_SCOPE)
     return env
 
 

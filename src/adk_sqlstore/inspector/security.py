@@ -9,7 +9,7 @@ make every page inert content, and the check of where it may listen.
   (or whose ``Origin`` is another site's) is refused with 403.
 - **Headers.** A Content-Security-Policy that allows no inline script or style and
   nothing from another origin, ``X-Content-Type-Options: nosniff``, no framing, no
-  referrer, no caching.
+  referrer sent to another site (ids are in URLs), no caching.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ _HEADERS = {
     "content-security-policy": CSP,
     "x-content-type-options": "nosniff",
     "x-frame-options": "DENY",
-    "referrer-policy": "no-referrer",
+    "referrer-policy": "same-origin",  # no-referrer makes a form POST's Origin "null"
     "cache-control": "no-store",
     "cross-origin-opener-policy": "same-origin",
 }

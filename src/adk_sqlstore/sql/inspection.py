@@ -16,37 +16,31 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, exists, func, literal, or_, select
+from sqlalchemy import JSON, Text, and_, case, cast, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..schema import (
     app_state,
     artifacts,
     events,
-    fact_revisions,
-    fact_sources,
     facts,
-    memories,
     memory_stats,
     sessions,
     user_state,
     users,
 )
+from .inspection_memories import current
 
 __all__ = [
     "AppCounts",
     "UserCounts",
     "activity",
+    "app_activity",
     "app_counts",
     "apps",
     "artifact_versions",
     "event_page",
     "event_position",
-    "fact_page",
-    "facts_of_session",
-    "generation_source",
-    "memory_page",
-    "revisions_from_session",
     "session_page",
     "session_row",
     "state_deltas",
@@ -82,14 +76,6 @@ class UserCounts:
     last_activity: float | None
 
 
-def _current(now: float) -> Any:
-    return and_(
-        facts.c.invalid_at.is_(None),
-        facts.c.invalidate_time.is_(None),
-        or_(facts.c.expire_at.is_(None), facts.c.expire_at > now),
-    )
-
-
 async def apps(conn: AsyncConnection, *, after: str | None, limit: int) -> list[str]:
     """App names (of the users table: every app that holds anything), in order, after
     ``after``."""
@@ -110,7 +96,7 @@ async def app_counts(conn: AsyncConnection, *, app_name: str, now: float) -> App
         memory_stats.c.app_name == app_name
     )
     fact_count = (
-        select(func.count()).select_from(facts).where(facts.c.app_name == app_name, _current(now))
+        select(func.count()).select_from(facts).where(facts.c.app_name == app_name, current(now))
     )
     n_users = (await conn.execute(user_count)).scalar_one()
     n_sessions, last = (await conn.execute(session_count)).one()
@@ -134,6 +120,27 @@ async def activity(
     return {int(d): int(n) for d, n in rows}
 
 
+async def app_activity(
+    conn: AsyncConnection, *, app_names: Sequence[str], since: float
+) -> dict[str, dict[int, int]]:
+    """:func:`activity` of several apps (``user_id`` ``None``), in one statement:
+    one pass over the events rather than one per app (no index has the events'
+    times)."""
+    if not app_names:
+        return {}
+    c = events.c
+    day = func.floor(c.timestamp / DAY)
+    stmt = (
+        select(c.app_name, day, func.count())
+        .where(c.app_name.in_(list(app_names)), c.timestamp >= since)
+        .group_by(c.app_name, day)
+    )
+    out: dict[str, dict[int, int]] = {name: {} for name in app_names}
+    for name, d, n in (await conn.execute(stmt)).all():
+        out[name][int(d)] = int(n)
+    return out
+
+
 async def user_page(
     conn: AsyncConnection, *, app_name: str, prefix: str, after: str | None, limit: int
 ) -> list[str]:
@@ -150,31 +157,44 @@ async def user_page(
 async def user_counts(
     conn: AsyncConnection, *, app_name: str, user_ids: Sequence[str], now: float
 ) -> dict[str, UserCounts]:
-    """The counts of some users of an app (``{}`` for none; unknown ids are left out)."""
+    """The counts of some users of an app (``{}`` for none; an unknown id counts
+    nothing), in three statements whatever the number of users."""
     if not user_ids:
         return {}
-    out: dict[str, UserCounts] = {}
-    for user_id in user_ids:
-        key_s = and_(sessions.c.app_name == app_name, sessions.c.user_id == user_id)
-        n_sessions, last = (
-            await conn.execute(select(func.count(), func.max(sessions.c.update_time)).where(key_s))
-        ).one()
-        n_memories = (
-            await conn.execute(
-                select(memory_stats.c.doc_count).where(
-                    memory_stats.c.app_name == app_name, memory_stats.c.user_id == user_id
-                )
-            )
-        ).scalar()
-        n_facts = (
-            await conn.execute(
-                select(func.count())
-                .select_from(facts)
-                .where(facts.c.app_name == app_name, facts.c.user_id == user_id, _current(now))
-            )
-        ).scalar_one()
-        out[user_id] = UserCounts(user_id, n_sessions, int(n_memories or 0), n_facts, last)
-    return out
+    ids = list(dict.fromkeys(user_ids))
+    s, st, f = sessions.c, memory_stats.c, facts.c
+    by_sessions = {
+        row[0]: (int(row[1]), row[2])
+        for row in await conn.execute(
+            select(s.user_id, func.count(), func.max(s.update_time))
+            .where(s.app_name == app_name, s.user_id.in_(ids))
+            .group_by(s.user_id)
+        )
+    }
+    by_memories = {
+        row[0]: int(row[1] or 0)
+        for row in await conn.execute(
+            select(st.user_id, st.doc_count).where(st.app_name == app_name, st.user_id.in_(ids))
+        )
+    }
+    by_facts = {
+        row[0]: int(row[1])
+        for row in await conn.execute(
+            select(f.user_id, func.count())
+            .where(f.app_name == app_name, f.user_id.in_(ids), current(now))
+            .group_by(f.user_id)
+        )
+    }
+    return {
+        user_id: UserCounts(
+            user_id,
+            by_sessions.get(user_id, (0, None))[0],
+            by_memories.get(user_id, 0),
+            by_facts.get(user_id, 0),
+            by_sessions.get(user_id, (0, None))[1],
+        )
+        for user_id in ids
+    }
 
 
 async def session_page(
@@ -251,19 +271,56 @@ async def state_deltas(
 ) -> list[dict[str, Any]]:
     """The ``actions.state_delta`` of a session's events up to position ``through``,
     in order: only the events whose stored JSON holds a delta that is not empty are
-    read (the store writes events as compact JSON)."""
+    read (the store writes events as compact JSON).
+
+    On PostgreSQL and SQLite the database takes the deltas out of the events' JSON
+    (their text as stored: ``json``, not ``jsonb``) and returns them as one JSON
+    array of ``[seq, delta]``, so that Python decodes one text rather than every
+    event; PostgreSQL looks for them with ``strpos``, which it evaluates after the
+    key's conditions (a ``LIKE`` was evaluated first, on every row of the table).
+    The 12,500 deltas of a 50,000-event session: PostgreSQL 280-340 ms (was
+    700-1,400), SQLite 160-180 (was 260-550), on 2 busy cores. Still a read of
+    every event up to ``through``."""
     c = events.c
-    stmt = (
-        select(c.data)
-        .where(c.app_name == app_name, c.user_id == user_id, c.session_id == session_id)
-        .where(c.seq <= through, c.data.contains('"state_delta":{"', autoescape=True))
-        .order_by(c.seq)
-    )
+    marker = '"state_delta":{"'
+    key = and_(
+        c.app_name == app_name, c.user_id == user_id, c.session_id == session_id,
+        c.seq <= through,
+    )  # fmt: skip
+    dialect = conn.dialect.name
+    pairs: Any = None
+    delta: Any
+    if dialect == "postgresql":
+        # PostgreSQL's JSON functions refuse text holding the escape \u0000: such an
+        # event comes whole (a JSON string), its delta taken out below.
+        delta = case(
+            (
+                func.strpos(c.data, "\\u0000") == 0,
+                func.json_extract_path(cast(c.data, JSON), "actions", "state_delta"),
+            ),
+            else_=func.to_json(c.data),
+        )
+        pairs = select(func.json_agg(func.json_build_array(c.seq, delta)))
+        pairs = pairs.where(key, func.strpos(c.data, marker) > 0)
+    elif dialect == "sqlite":
+        delta = func.json(func.json_extract(c.data, "$.actions.state_delta"))
+        pairs = select(func.json_group_array(func.json_array(c.seq, delta)))
+        pairs = pairs.where(key, c.data.contains(marker, autoescape=True))
+    if pairs is not None:
+        text = (await conn.execute(select(cast(pairs.scalar_subquery(), Text)))).scalar()
+        out = []
+        for _, value in sorted(json.loads(text or "[]"), key=lambda pair: int(pair[0])):
+            if isinstance(value, str):  # the whole event
+                value = (json.loads(value).get("actions") or {}).get("state_delta")
+            if isinstance(value, dict) and value:
+                out.append(value)
+        return out
+    stmt = select(c.data).where(key, c.data.contains(marker, autoescape=True)).order_by(c.seq)
     out = []
     for (data,) in (await conn.execute(stmt)).all():
-        delta = (json.loads(data).get("actions") or {}).get("state_delta")
-        if isinstance(delta, dict) and delta:
-            out.append(delta)
+        value = (json.loads(data).get("actions") or {}).get("state_delta")
+        if isinstance(value, dict) and value:
+            out.append(value)
     return out
 
 
@@ -280,93 +337,6 @@ async def states(
         stmt = select(table.c.key, table.c.value).where(where).order_by(table.c.key).limit(limit)
         out.append({k: json.loads(v) for k, v in (await conn.execute(stmt)).all()})
     return out[0], out[1]
-
-
-async def fact_page(
-    conn: AsyncConnection,
-    *,
-    app_name: str,
-    user_id: str,
-    now: float,
-    history: bool,
-    topic: str | None,
-    after: tuple[float, str] | None,
-    limit: int,
-) -> list[Any]:
-    """A user's facts (current; with ``history`` all), the most recently changed
-    first, optionally under one topic, after the key ``(update_time, id)``."""
-    c = facts.c
-    stmt = select(facts).where(c.app_name == app_name, c.user_id == user_id)
-    if not history:
-        stmt = stmt.where(_current(now))
-    if topic:
-        stmt = stmt.where(c.topics.contains(json.dumps(topic), autoescape=True))
-    if after is not None:
-        stmt = stmt.where(
-            or_(c.update_time < after[0], and_(c.update_time == after[0], c.id > after[1]))
-        )
-    stmt = stmt.order_by(c.update_time.desc(), c.id).limit(limit)
-    rows = list((await conn.execute(stmt)).all())
-    if topic:  # contains() matched the JSON text: keep those really under it
-        rows = [r for r in rows if topic in json.loads(r.topics)]
-    return rows
-
-
-async def memory_page(
-    conn: AsyncConnection,
-    *,
-    app_name: str,
-    user_id: str,
-    kind: str | None,
-    session_id: str | None,
-    after: int | None,
-    limit: int,
-) -> list[Any]:
-    """A user's memories, the most recently stored first (by ``pk``), of ``kind``
-    (``"facts"``: generated facts' memories; ``"turns"``: the rest; ``None``: both),
-    optionally of one session, after ``pk`` ``after``."""
-    m = memories.c
-    stmt = select(
-        m.pk, m.id, m.session_id, m.event_id, m.author, m.timestamp, m.text, m.custom_metadata
-    ).where(m.app_name == app_name, m.user_id == user_id)
-    if session_id is not None:
-        stmt = stmt.where(m.session_id == session_id)
-    if kind is not None:
-        is_fact = exists(
-            select(literal(1)).where(
-                facts.c.app_name == m.app_name, facts.c.user_id == m.user_id, facts.c.id == m.id
-            )
-        )
-        stmt = stmt.where(is_fact if kind == "facts" else ~is_fact)
-    if after is not None:
-        stmt = stmt.where(m.pk < after)
-    stmt = stmt.order_by(m.pk.desc()).limit(limit)
-    return list((await conn.execute(stmt)).all())
-
-
-async def facts_of_session(
-    conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str, limit: int
-) -> list[Any]:
-    """Facts whose text comes from a session (current or not), newest change first."""
-    c = facts.c
-    stmt = (
-        select(facts)
-        .where(c.app_name == app_name, c.user_id == user_id, c.session_id == session_id)
-        .order_by(c.update_time.desc(), c.id)
-        .limit(limit)
-    )
-    return list((await conn.execute(stmt)).all())
-
-
-async def generation_source(
-    conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str
-) -> Any | None:
-    """The session's generation watermark row (``sqlstore_fact_sources``), or ``None``."""
-    c = fact_sources.c
-    stmt = select(fact_sources).where(
-        c.app_name == app_name, c.user_id == user_id, c.session_id == session_id
-    )
-    return (await conn.execute(stmt)).first()
 
 
 async def artifact_versions(
@@ -397,18 +367,4 @@ async def artifact_versions(
             )
         )
     stmt = stmt.order_by(c.session_id, c.filename, c.version).limit(limit)
-    return list((await conn.execute(stmt)).all())
-
-
-async def revisions_from_session(
-    conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str, limit: int
-) -> list[Any]:
-    """Fact revisions made from a session's events, newest first."""
-    c = fact_revisions.c
-    stmt = (
-        select(fact_revisions)
-        .where(c.app_name == app_name, c.user_id == user_id, c.session_id == session_id)
-        .order_by(c.create_time.desc(), c.fact_id, c.revision)
-        .limit(limit)
-    )
     return list((await conn.execute(stmt)).all())
