@@ -257,7 +257,7 @@ class _Maker:
         fact.update(
             text=text,
             revision_count=len(revisions),
-            update_time=min(revisions[-1]["create_time"], self.now - 60),
+            update_time=min(float(revisions[-1]["create_time"]), self.now - 60),  # type: ignore[arg-type]
             revisions=revisions,
         )
         return fact
@@ -480,7 +480,7 @@ def pages(made: Made, corpus: Corpus) -> dict[str, Callable[[], str]]:
         f"session, after event {later:,}": f"{session}?after={encode_cursor(later)}",
         f"session, at event {late:,}": f"{session}?at={encode_cursor(late)}",
     }
-    out: dict[str, Callable[[], str]] = {name: (lambda p=path: p) for name, path in fixed.items()}
+    out: dict[str, Callable[[], str]] = {name: _always(path) for name, path in fixed.items()}
 
     def search() -> str:
         query = " ".join(corpus.word() for _ in range(3))
@@ -656,3 +656,8 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _always(path: str) -> Callable[[], str]:
+    """A page's path that is the same every time."""
+    return lambda: path

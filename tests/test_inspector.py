@@ -111,7 +111,8 @@ async def test_users_sessions_and_memories_are_paged_by_cursor(
         none = await http.get(f"/apps/{APP}", params={"prefix": "zz"})
         assert "No user whose id starts with that" in none.text
         for tab, pattern in (("sessions", r'/sessions/(s\d*)"'), ("memories", r">note (\d+)<")):
-            pages, url = [], user_url("u000") + f"?tab={tab}"
+            pages: list[list[str]] = []
+            url: str | None = user_url("u000") + f"?tab={tab}"
             while url:
                 page = (await http.get(url)).text
                 pages.append(re.findall(pattern, page))
@@ -137,8 +138,8 @@ async def test_a_users_sessions_facts_history_and_a_facts_revisions(
         assert "Show current facts only" in history
         topic = (await http.get(user_url(ALICE), params={"tab": "facts", "topic": "OTHER"})).text
         assert "No current fact." in topic and "jasmine" not in topic
-        page = (await http.get(user_url(ALICE, "facts", fact_id(alice, "jasmine")))).text
-        revisions = page.split("<h2>Revisions</h2>", 1)[1]
+        shown = (await http.get(user_url(ALICE, "facts", fact_id(alice, "jasmine")))).text
+        revisions = shown.split("<h2>Revisions</h2>", 1)[1]
         create, update = revisions.split('<li class="action-')[1:]
         assert create.startswith("create") and "I like green tea, aardvark." in create
         assert f'href="{user_url(ALICE, "sessions", "alice-day1")}"' in create
@@ -196,7 +197,9 @@ async def test_a_session_page_pages_events_and_folds_the_state_after_any_event(
 ) -> None:
     after = await long_session(sessions, ALICE, 110)
     async with client(inspector(sessions)) as http:
-        url, seen, state_links = user_url(ALICE, "sessions", "long"), [], {}
+        url: str | None = user_url(ALICE, "sessions", "long")
+        seen: list[int] = []
+        state_links: dict[int, str] = {}
         pages = 0
         while url is not None:
             page = (await http.get(url)).text
@@ -221,8 +224,8 @@ async def test_a_session_page_pages_events_and_folds_the_state_after_any_event(
         rows = dict(re.findall(r'row">([^<]+)</th><td><code class="value">(\d+)', table))
         assert rows == {key: str(value) for key, value in after[110].items()}
         started = await http.get(user_url(ALICE, "sessions", "long"), params={"event": "e73"})
-        numbers = re.findall(r'<span class="seq">#(\d+)</span>', started.text)
-        assert numbers == [str(k) for k in range(73, 111)]
+        starting = re.findall(r'<span class="seq">#(\d+)</span>', started.text)
+        assert starting == [str(k) for k in range(73, 111)]
         assert (
             "State after event #73" in started.text and 'class="author-user chosen"' in started.text
         )
