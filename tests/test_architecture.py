@@ -264,6 +264,9 @@ def test_no_module_reaches_into_another_modules_private_members() -> None:
 def test_all_names_what_the_module_defines(module: str) -> None:
     if module.startswith("adk") or module == "cli.import_adk":
         pytest.importorskip("google.adk")
+    if module.startswith("inspector"):
+        pytest.importorskip("jinja2", reason="the inspector needs the inspector extra")
+        pytest.importorskip("starlette", reason="the inspector needs the inspector extra")
     name = "adk_sqlstore" if module == "__init__" else f"adk_sqlstore.{module}"
     loaded = importlib.import_module(name)
     exported = getattr(loaded, "__all__", None)
