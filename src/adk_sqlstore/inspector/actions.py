@@ -45,10 +45,6 @@ def _context(request: Request) -> Context:
     return request.state.context  # type: ignore[no-any-return]
 
 
-def _ids(request: Request, *names: str) -> list[str]:
-    return path_ids(request, *names)
-
-
 def _logged(context: Context, action: str, **ids: str) -> None:
     now = datetime.now(UTC).isoformat(timespec="seconds")
     shown = " ".join(f"{k}={v!r}" for k, v in ids.items())
@@ -67,7 +63,7 @@ def _field(request: Request, name: str) -> str:
 async def delete_memory(request: Request) -> Response:
     """Delete one memory of the user (a fact's memory deletes the fact)."""
     context = _context(request)
-    app_name, user_id, memory_id = _ids(request, "app", "user", "memory")
+    app_name, user_id, memory_id = path_ids(request, "app", "user", "memory")
     deleted = await context.memory.delete_memories(
         app_name=app_name, user_id=user_id, memory_ids=[memory_id]
     )
@@ -80,7 +76,7 @@ async def delete_memory(request: Request) -> Response:
 async def delete_fact(request: Request) -> Response:
     """Delete one fact with its revisions (the invalidations it made are undone)."""
     context = _context(request)
-    app_name, user_id, fact_id = _ids(request, "app", "user", "fact")
+    app_name, user_id, fact_id = path_ids(request, "app", "user", "fact")
     found = await context.memory.fact_history(app_name=app_name, user_id=user_id, fact_id=fact_id)
     if found is None:
         raise HTTPException(404, f"User {user_id!r} has no fact {fact_id!r}.")
@@ -92,7 +88,7 @@ async def delete_fact(request: Request) -> Response:
 async def correct_fact(request: Request) -> Response:
     """Correct a current fact's text: a revision made by the operator."""
     context = _context(request)
-    app_name, user_id, fact_id = _ids(request, "app", "user", "fact")
+    app_name, user_id, fact_id = path_ids(request, "app", "user", "fact")
     await context.memory.correct_fact(
         app_name=app_name, user_id=user_id, fact_id=fact_id, text=_field(request, "text"),
         operator=context.operator,
@@ -104,7 +100,7 @@ async def correct_fact(request: Request) -> Response:
 async def generate(request: Request) -> Response:
     """Run generation of a session again (its failed attempts included)."""
     context = _context(request)
-    app_name, user_id, session_id = _ids(request, "app", "user", "session")
+    app_name, user_id, session_id = path_ids(request, "app", "user", "session")
     if context.memory.generator is None:
         raise HTTPException(
             409, "This inspector has no generator: start it with a URL that names one"
@@ -124,7 +120,7 @@ async def generate(request: Request) -> Response:
 async def export_user(request: Request) -> Response:
     """The user's data as ``adk-sqlstore export --user`` writes it, in a zip file."""
     context = _context(request)
-    app_name, user_id = _ids(request, "app", "user")
+    app_name, user_id = path_ids(request, "app", "user")
     with tempfile.TemporaryDirectory(prefix="adk-sqlstore-export-") as folder:
         await export_to_folder(
             context.sessions, app_name=app_name, user=user_id, session_id=None, out=Path(folder)
@@ -152,7 +148,7 @@ async def forget_user(request: Request) -> Response:
     """Forget a user (every session, event, state key, memory, fact and artifact),
     once the operator has typed the user's id to confirm."""
     context = _context(request)
-    app_name, user_id = _ids(request, "app", "user")
+    app_name, user_id = path_ids(request, "app", "user")
     if request.method == "GET":
         return render(
             request, context.env, "forget.html", app_name=app_name, user_id=user_id,

@@ -15,6 +15,7 @@ from starlette.responses import Response, StreamingResponse
 from ..generation.facts import fact_of, revision_of
 from ..search.analysis import analyzer
 from ..search.highlight import highlight
+from ..sql import fact_runs
 from ..sql import facts as fact_sql
 from ..sql import inspection as sql
 from ..sql import inspection_memories as memory_sql
@@ -58,10 +59,6 @@ def _context(request: Request) -> Context:
     return request.state.context  # type: ignore[no-any-return]
 
 
-def _ids(request: Request, *names: str) -> list[str]:
-    return path_ids(request, *names)
-
-
 def _chart(counts: dict[int, int], now: float) -> dict[str, Any]:
     """The activity chart's bars: events per day, the last :data:`ACTIVITY_DAYS` days."""
     today = int(now // sql.DAY)
@@ -95,7 +92,7 @@ async def apps_page(request: Request) -> Response:
 async def app_page(request: Request) -> Response:
     """An app's users (searchable by id prefix), with their counts."""
     context = _context(request)
-    (app_name,) = _ids(request, "app")
+    (app_name,) = path_ids(request, "app")
     prefix = request.query_params.get("prefix", "")[:256]
     if "\x00" in prefix:
         raise HTTPException(400, "A user id has no NUL character.")
@@ -121,7 +118,7 @@ async def user_page(request: Request) -> Response:
     """A user: counts, then one tab (sessions, facts, memories, state, artifacts,
     generation failures), one page of it."""
     context = _context(request)
-    app_name, user_id = _ids(request, "app", "user")
+    app_name, user_id = path_ids(request, "app", "user")
     tab = request.query_params.get("tab", "sessions")
     if tab not in USER_TABS:
         raise HTTPException(400, f"No tab {tab!r}: one of {', '.join(USER_TABS)}.")
@@ -244,7 +241,7 @@ _TAB_READERS = {
 async def fact_page(request: Request) -> Response:
     """A fact and its revision timeline, each revision linked to its session."""
     context = _context(request)
-    app_name, user_id, fact_id = _ids(request, "app", "user", "fact")
+    app_name, user_id, fact_id = path_ids(request, "app", "user", "fact")
     async with context.store.transaction(write=False) as conn:
         row, revisions = await fact_sql.fact_history(
             conn, app_name=app_name, user_id=user_id, fact_id=fact_id
@@ -296,7 +293,7 @@ async def session_page(request: Request) -> Response:
     """A session: its events (a page), its state after a chosen event, and what
     memory made of it."""
     context = _context(request)
-    app_name, user_id, session_id = _ids(request, "app", "user", "session")
+    app_name, user_id, session_id = path_ids(request, "app", "user", "session")
     after = decode_cursor(request.query_params.get("after"), (int,)) or 0
     at = decode_cursor(request.query_params.get("at"), (int,))
     event_id = request.query_params.get("event")  # start at this event, state after it
@@ -336,7 +333,7 @@ async def session_page(request: Request) -> Response:
         facts = await memory_sql.facts_of_session(
             conn, app_name=app_name, user_id=user_id, session_id=session_id, limit=PAGE_SIZE
         )
-        source = await memory_sql.generation_source(
+        source = await fact_runs.read_source(
             conn, app_name=app_name, user_id=user_id, session_id=session_id
         )
     more = encode_cursor(events[PAGE_SIZE - 1][0]) if len(events) > PAGE_SIZE else None
@@ -356,7 +353,7 @@ async def search_page(request: Request) -> Response:
     and its matched words marked. The page's form posts the query (so that it never
     shows in a URL, a history or a log); ``?q=`` works too."""
     context = _context(request)
-    app_name, user_id = _ids(request, "app", "user")
+    app_name, user_id = path_ids(request, "app", "user")
     given = request.state.form if request.method == "POST" else request.query_params
     query = given.get("q") or ""
     if not isinstance(query, str):
@@ -399,7 +396,7 @@ async def search_page(request: Request) -> Response:
 async def artifact_download(request: Request) -> Response:
     """An artifact version's bytes, as a download (never shown inline)."""
     context = _context(request)
-    app_name, user_id = _ids(request, "app", "user")
+    app_name, user_id = path_ids(request, "app", "user")
     user_own = request.path_params["scope"] == USER_SCOPE
     session_id = "" if user_own else path_ids(request, "scope")[0]
     filename, version = path_text(request, "filename"), request.path_params["version"]

@@ -34,7 +34,6 @@ from .inspection_memories import current
 __all__ = [
     "AppCounts",
     "UserCounts",
-    "activity",
     "app_activity",
     "app_counts",
     "apps",
@@ -105,25 +104,11 @@ async def app_counts(conn: AsyncConnection, *, app_name: str, now: float) -> App
     return AppCounts(app_name, n_users, n_sessions, int(n_memories), n_facts, last)
 
 
-async def activity(
-    conn: AsyncConnection, *, app_name: str, user_id: str | None, since: float
-) -> dict[int, int]:
-    """Events per day (day number since the epoch, UTC: event count) since ``since``,
-    of an app or of one of its users."""
-    day = func.floor(events.c.timestamp / DAY)
-    stmt = select(day, func.count()).where(
-        events.c.app_name == app_name, events.c.timestamp >= since
-    )
-    if user_id is not None:
-        stmt = stmt.where(events.c.user_id == user_id)
-    rows = (await conn.execute(stmt.group_by(day))).all()
-    return {int(d): int(n) for d, n in rows}
-
-
 async def app_activity(
     conn: AsyncConnection, *, app_names: Sequence[str], since: float
 ) -> dict[str, dict[int, int]]:
-    """:func:`activity` of several apps (``user_id`` ``None``), in one statement:
+    """Events per day (day number since the epoch, UTC: event count) since ``since``
+    of each of several apps, in one statement:
     one pass over the events rather than one per app (no index has the events'
     times)."""
     if not app_names:

@@ -1,6 +1,7 @@
 """Statements of the memory inspector's pages of memories and facts (the rest:
-:mod:`.inspection`): a user's memories and facts by keyset, a session's facts,
-revisions and generation record. Every statement names ``(app_name, user_id)``."""
+:mod:`.inspection`; a session's generation record is :func:`.fact_runs.read_source`):
+a user's memories and facts by keyset, a session's facts. Every statement names
+``(app_name, user_id)``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import UnaryExpression
 from sqlalchemy.sql.operators import custom_op
 
-from ..schema import fact_revisions, fact_sources, facts, memories, memory_stats
+from ..schema import facts, memories, memory_stats
 
 __all__ = [
     "PAGE_ROWS",
@@ -20,9 +21,7 @@ __all__ = [
     "current",
     "fact_page",
     "facts_of_session",
-    "generation_source",
     "memory_page",
-    "revisions_from_session",
 ]
 
 SCAN_WINDOW = 10_000
@@ -184,31 +183,6 @@ async def facts_of_session(
         select(facts)
         .where(c.app_name == app_name, c.user_id == user_id, c.session_id == session_id)
         .order_by(c.update_time.desc(), c.id)
-        .limit(limit)
-    )
-    return list((await conn.execute(stmt)).all())
-
-
-async def generation_source(
-    conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str
-) -> Any | None:
-    """The session's generation watermark row (``sqlstore_fact_sources``), or ``None``."""
-    c = fact_sources.c
-    stmt = select(fact_sources).where(
-        c.app_name == app_name, c.user_id == user_id, c.session_id == session_id
-    )
-    return (await conn.execute(stmt)).first()
-
-
-async def revisions_from_session(
-    conn: AsyncConnection, *, app_name: str, user_id: str, session_id: str, limit: int
-) -> list[Any]:
-    """Fact revisions made from a session's events, newest first."""
-    c = fact_revisions.c
-    stmt = (
-        select(fact_revisions)
-        .where(c.app_name == app_name, c.user_id == user_id, c.session_id == session_id)
-        .order_by(c.create_time.desc(), c.fact_id, c.revision)
         .limit(limit)
     )
     return list((await conn.execute(stmt)).all())
