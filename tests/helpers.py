@@ -35,6 +35,7 @@ __all__ = [
     "LAYERS",
     "Layer",
     "cli",
+    "cli_apart",
     "fold",
     "open_layer",
     "runner",
@@ -53,6 +54,17 @@ def cli(*args: str, code: int = 0, stdin: str | None = None) -> str:
     result = runner.invoke(app, list(args), input=stdin, catch_exceptions=False)
     assert result.exit_code == code, result.output
     return result.output
+
+
+def cli_apart(*args: str, code: int = 0) -> tuple[str, str]:
+    """As :func:`cli`, with standard output and standard error apart: (out, err)."""
+    try:  # click 8.1 (typer 0.12) mixes them unless told
+        apart = CliRunner(env={"COLUMNS": "200"}, mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:  # click 8.2 and later (and typer's own copy) keep them apart
+        apart = CliRunner(env={"COLUMNS": "200"})
+    result = apart.invoke(app, list(args), catch_exceptions=False)
+    assert result.exit_code == code, result.output
+    return result.stdout, result.stderr
 
 
 def text_of(event: Any) -> str:

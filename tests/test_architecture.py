@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "settings",
             "urls",
             "url_parameters",
+            "suggestions",
             "models",
             "state",
             "validation",

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+import typer
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from typer.testing import CliRunner
@@ -30,7 +31,7 @@ from adk_sqlstore.sessions.json_files import dump_session, load_session
 from adk_sqlstore.urls import DATABASE_URL_ENV
 
 from .conftest import PG_ADMIN_URL, PostgresFactory, pg_url, run_sync, shared_data
-from .helpers import cli, runner
+from .helpers import cli, cli_apart, runner
 
 
 def test_migrate_reports_what_it_did(tmp_path: Path) -> None:
@@ -614,3 +615,121 @@ def test_json_lines_and_arrays_load_as_sessions() -> None:
     assert [s.id for s in load_sessions(json.dumps(one))] == ["s1"]
     assert [s.id for s in load_sessions(json.dumps([one, two]))] == ["s1", "s2"]
     assert [s.id for s in load_sessions(f"{json.dumps(one)}\n{json.dumps(two)}\n")] == ["s1", "s2"]
+
+
+# -- how the commands read and show their command line (issue 40)
+
+
+def _command_paths(command: Any, path: list[str]) -> list[list[str]]:
+    """The words that reach ``command`` and every visible command under it, from the
+    click tree typer builds (so a command added later is walked too)."""
+    paths = [path]
+    ctx = command.context_class(command, info_name=" ".join(["adk-sqlstore", *path]))
+    for name in sorted(command.list_commands(ctx) if hasattr(command, "list_commands") else []):
+        sub = command.get_command(ctx, name)
+        if sub is not None and not sub.hidden:
+            paths += _command_paths(sub, [*path, name])
+    return paths
+
+
+COMMAND_PATHS = _command_paths(typer.main.get_command(app), [])
+
+PARSER_NOISE = re.compile(
+    r"[{}]|\.\.\.\]\.\.\.|default: None|list\[|NoneType|Optional\[|Union\[|typing\.|<class "
+    r"|<(?:str|int|float|bool|bytes|path|Path|datetime|uuid|UUID|text|file|[a-z]+ range"
+    r"|[^<>\s]*\|[^<>\s]*|[a-z]+\[[^>]*\])>"
+    r"|\b(?:TEXT|INTEGER|FLOAT|BOOLEAN|DIRECTORY|UUID)\b"
+)
+"""What a parser shows of its own workings: ``{QUERY}``, ``{PATH...}...``,
+``<list[Path]>``, ``<str>``, click's ``TEXT``/``INTEGER``, ``[default: None]``."""
+
+USAGE = re.compile(
+    r"Usage: adk-sqlstore(?: [a-z-]+)* \[OPTIONS\]"
+    r"(?: COMMAND \[ARGS\]\.\.\.|(?: \[?[A-Z][A-Z_]*(?:\.\.\.)?\]?)*)"
+)
+
+
+@pytest.mark.parametrize(
+    "path", COMMAND_PATHS, ids=[" ".join(p) or "adk-sqlstore" for p in COMMAND_PATHS]
+)
+def test_help_reads_as_a_person_writes_the_command(path: list[str]) -> None:
+    """Typer 0.29 printed ``import [OPTIONS] {PATH...}...``, ``PATH... <list[Path]>``
+    and ``SESSION_ID <str>``; typer 0.12 drew panels with ``TEXT``, ``INTEGER`` and
+    ``[default: None]``. Every command's help (the top level's too), 100 columns wide
+    and without colour, shows its usage and arguments as a person writes them, each
+    argument of the usage line listed with its help, and no deprecated option."""
+    result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert PARSER_NOISE.findall(text) == [], text
+    usage = text.strip().splitlines()[0]
+    assert USAGE.fullmatch(usage), usage
+    shown = re.findall(r"\b[A-Z][A-Z_]*(?:\.\.\.)?", usage.split("[OPTIONS]")[1])
+    if "COMMAND" not in shown:
+        section = text.split("\nArguments:\n")[1].split("\n\n")[0] if shown else ""
+        assert re.findall(r"^  (\S+)  ", section, re.M) == shown, text
+    assert "--model" not in text
+
+
+def test_a_mistyped_option_or_command_gets_the_closest_visible_one(sqlite_url: str) -> None:
+    """As a database URL's parameters (one helper, adk_sqlstore.suggestions): the
+    closest visible option or command, never the hidden, deprecated --model."""
+    result = runner.invoke(app, ["memory", "search", "q", "--app", "a", "--embeder", "x"])
+    assert result.exit_code == 2 and "did you mean --embedder?" in result.output
+    result = runner.invoke(app, ["memory", "generate", "--modl", "x", "--url", sqlite_url])
+    assert result.exit_code == 2 and "No such option: --modl" in result.output
+    assert "--model" not in result.output
+    result = runner.invoke(app, ["memroy", "search"])
+    assert result.exit_code == 2 and "did you mean 'memory'?" in result.output
+    result = runner.invoke(app, ["memory", "facts", "lsit"])
+    assert result.exit_code == 2 and "did you mean 'list'?" in result.output
+    result = runner.invoke(app, ["memory", "zzz"])
+    assert result.exit_code == 2 and "No such command 'zzz'." in result.output
+
+
+async def _badminton(url: str) -> None:
+    async with SqlMemoryService.from_url(url) as memory:  # no embedder: no vector yet
+        text = "I play badminton every Sunday"
+        entry = {"content": {"parts": [{"text": text}]}}
+        await memory.add_memory(app_name="a", user_id="u1", memories=[entry])
+
+
+def test_the_embedder_option_is_embedder_and_model_is_its_old_name(sqlite_url: str) -> None:
+    """``--model`` named the embedder in ``memory search`` and ``memory embed`` and the
+    generator in ``memory generate``: it is ``--embedder`` here, and ``--model`` still
+    works for a release, with one warning on standard error."""
+    run_sync(_badminton(sqlite_url))
+    embedder, url = "tests.embedders:Concepts", ["--url", sqlite_url]
+    out, err = cli_apart("memory", "embed", "--embedder", embedder, *url)
+    assert "embedded 1 memories with test-concepts" in out and err == ""
+    out, err = cli_apart("memory", "embed", "--model", embedder, *url)
+    assert "embedded 0 memories" in out
+    assert err == "warning: --model is deprecated; use --embedder\n"
+    search = ["memory", "search", "What sport do I like?", "--app", "a", "--user", "u1", *url]
+    out, err = cli_apart(*search, "--embedder", embedder)
+    assert "badminton" in out and "1 result(s)" in out and err == ""
+    out, err = cli_apart(*search, "--model", embedder)  # hybrid: no word in common
+    assert "badminton" in out and err == "warning: --model is deprecated; use --embedder\n"
+    both = runner.invoke(app, [*search, "--model", embedder, "--embedder", embedder])
+    assert both.exit_code == 2 and "give --embedder only" in both.output
+
+
+@pytest.mark.parametrize(
+    ("url", "driver"),
+    [
+        ("postgresql://postgres:hunter2@127.0.0.1:5432/postgres", "asyncpg"),
+        ("mysql://root:hunter2@127.0.0.1:3306/test", "asyncmy"),
+        ("sqlite:///{tmp}/x.db", "sqlite3"),
+    ],
+)
+def test_a_misspelt_url_parameter_on_the_command_line_names_the_closest(
+    url: str, driver: str, tmp_path: Path
+) -> None:
+    """``info --url ...?generater=...`` listed the driver's parameters only, and
+    suggested nothing; the check comes before any connection (no server needed)."""
+    typo = url.format(tmp=tmp_path) + "?generater=openai:x"
+    output = cli("info", "--url", typo, code=1)
+    assert output.startswith("error: ") and output.count("\n") == 1, output
+    assert "do not take generater (did you mean `generator`?)" in output
+    assert "adk-sqlstore's: auto_migrate, " in output and f"; {driver}'s: " in output
+    assert "hunter2" not in output

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import sqlite3
 import sys
 from pathlib import Path
@@ -21,7 +22,9 @@ from adk_sqlstore import (
 )
 from adk_sqlstore.cli import app
 from adk_sqlstore.engine import create_engine
+from adk_sqlstore.errors import ConfigurationError
 from adk_sqlstore.migration import HEAD_REVISION, current_revision
+from adk_sqlstore.settings import SETTINGS
 from adk_sqlstore.urls import (
     DATABASE_URL_ENV,
     default_sqlite_path,
@@ -132,6 +135,175 @@ def test_urls_the_drivers_would_choke_on_fail_clearly_up_front(url: str, message
     with pytest.raises(ValueError, match=message) as raised:
         normalize_url(url)
     assert "hunter2" not in str(raised.value)
+
+
+# What each backend's URL takes besides its driver's parameters: the service options,
+# and the connection settings the backend applies (no setting that would do nothing).
+SERVICE_OPTIONS = {"auto_migrate", "embedder", "generator", "language"}
+SETTINGS_TAKEN = {
+    "asyncpg": set(SETTINGS) - {"sqlite_busy_timeout"},
+    "asyncmy": set(SETTINGS) - {"sqlite_busy_timeout", "pgbouncer", "search_path"},
+    "sqlite3": set(SETTINGS)
+    - {"command_timeout", "connect_timeout", "pgbouncer", "search_path", "statement_timeout"},
+}
+URLS = {
+    "asyncpg": "postgresql://u:hunter2@h/db",
+    "asyncmy": "mariadb://u:hunter2@h/db",
+    "sqlite3": "sqlite:///x.db",
+}
+VALUES = {  # a value each parameter takes (else "1")
+    "search_path": "agents",
+    "statement_timeout": "1s",
+    "pgbouncer": "false",
+    "pool_pre_ping": "true",
+    "auto_migrate": "true",
+    "language": "german",
+    "ssl": "disable",
+    "sslmode": "require",
+    "target_session_attrs": "read-write",
+    "charset": "utf8mb4",
+    "uri": "true",
+    "check_same_thread": "false",
+    "detect_types": "0",
+    "mode": "rwc",
+}
+
+
+_ASYNCPG_TAKEN = {
+    "host",
+    "port",
+    "user",
+    "password",
+    "database",
+    "passfile",
+    "ssl",
+    "sslmode",
+    "target_session_attrs",
+    "prepared_statement_cache_size",
+}
+
+
+def _taken(message: str) -> dict[str, set[str]]:
+    """The parameters a refusal says the URL takes, by whose they are."""
+    listed = message.split("; they take ", 1)[1]
+    return {
+        whose.removesuffix("'s"): set(names.split(", "))
+        for whose, _, names in (part.partition(": ") for part in listed.split("; "))
+    }
+
+
+@pytest.mark.parametrize(
+    ("url", "typo", "meant"),
+    [
+        ("postgresql://u:hunter2@h/db", "generater", "generator"),
+        ("postgres://u:hunter2@h1:5432,h2:5433/db", "target_session_attr", "target_session_attrs"),
+        ("mysql://u:hunter2@h/db", "embeder", "embedder"),
+        ("mariadb://u:hunter2@h/db", "pool_sise", "pool_size"),
+        ("sqlite:///x.db", "languag", "language"),
+        ("sqlstore+sqlite:///x.db", "auto_migrat", "auto_migrate"),
+        ("sqlite:///x.db", "sqlite_busy_timout", "sqlite_busy_timeout"),
+        ("sqlite:///x.db", "timeout", "sqlite_busy_timeout"),  # sqlite3's, overridden
+        ("sqlite:///x.db", "mode", "uri=true&mode"),
+        ("sqlite:///x.db?uri=true", "mod", "mode"),
+        ("postgresql://u:hunter2@h/db", "timeout", "connect_timeout"),
+    ],
+)
+def test_a_misspelt_url_parameter_gets_the_closest_and_every_one_taken(
+    url: str, typo: str, meant: str
+) -> None:
+    """Issue 40: ``?generater=`` got "they take command_timeout, ..., user": asyncpg's
+    parameters and some settings, without the store's own options, and no
+    suggestion. Now every parameter the URL takes on its backend, the store's and the
+    driver's apart, and the one meant; still a ConfigurationError (a ValueError)."""
+    with pytest.raises(ConfigurationError) as raised:
+        resolve_url(f"{url}{'&' if '?' in url else '?'}{typo}=1")
+    message = str(raised.value)
+    assert f"do not take {typo} (did you mean `{meant}`?); they take" in message
+    assert isinstance(raised.value, ValueError) and "hunter2" not in message
+    driver = "asyncpg" if url.startswith("postgres") else "asyncmy" if "://u" in url else "sqlite3"
+    taken = _taken(message)
+    assert taken.pop("adk-sqlstore") == SERVICE_OPTIONS | SETTINGS_TAKEN[driver]
+    assert next(iter(taken)) == driver
+    if driver == "asyncpg":
+        assert taken["asyncpg"] == _ASYNCPG_TAKEN
+
+
+@pytest.mark.parametrize("driver", sorted(URLS))
+def test_every_parameter_a_url_is_said_to_take_it_takes(driver: str) -> None:
+    """The names a refusal lists are those the check lets through, one by one (with
+    uri=true, SQLite's URI parameters too); nothing close: no suggestion."""
+    for url in [URLS[driver], *([URLS[driver] + "?uri=true"] if driver == "sqlite3" else [])]:
+        with pytest.raises(ConfigurationError) as raised:
+            resolve_url(f"{url}{'&' if '?' in url else '?'}zzqqx=1")
+        assert "do not take zzqqx; they take" in str(raised.value)
+        for names in _taken(str(raised.value)).values():
+            for name in names:
+                resolve_url(f"{url}{'&' if '?' in url else '?'}{name}={VALUES.get(name, '1')}")
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("postgresql://u@h/db?sqlite_busy_timeout=3", "sqlite_busy_timeout (a setting of SQLite"),
+        ("mysql://u@h/db?search_path=x", "search_path (a setting of PostgreSQL only)"),
+        ("sqlite:///x.db?statement_timeout=5s", "(a setting of PostgreSQL, MySQL and MariaDB"),
+        ("sqlite:///x.db?pgbouncer=true", "pgbouncer (a setting of PostgreSQL only)"),
+        ("sqlite:///x.db?isolation_level=SERIALIZABLE", "do not take isolation_level;"),
+        ("postgresql://u@h/db?ssl=true", "ssl must be one of allow, disable, prefer, require"),
+    ],
+)
+def test_a_url_parameter_that_would_do_nothing_is_refused(url: str, why: str) -> None:
+    """PostgreSQL URLs let ``sqlite_busy_timeout`` through (and said they did not take
+    it), SQLite ones the servers' settings and sqlite3's overridden ``timeout`` and
+    ``isolation_level``: all ignored. asyncpg refused ``ssl=true`` only at connect."""
+    with pytest.raises(ConfigurationError, match=re.escape(why)):
+        resolve_url(url)
+
+
+async def _reads(url: str) -> None:
+    async with SqlSessionService.from_url(url) as service:
+        await service.list_sessions(app_name="a")
+
+
+def test_every_sqlite_parameter_listed_connects(sqlite_url: str) -> None:
+    """What SQLite URLs are said to take works there (a file at head: no write)."""
+    uri_values = {"vfs": "unix", "cache": "private", "immutable": "0", "nolock": "0"}
+    for name in SETTINGS_TAKEN["sqlite3"] | {"uri", "detect_types", "check_same_thread"}:
+        run_sync(_reads(with_query(sqlite_url, **{name: VALUES.get(name, "1")})))
+    run_sync(_reads(with_query(sqlite_url, cached_statements="10")))
+    for name, value in {**uri_values, "mode": "rw", "psow": "1"}.items():
+        run_sync(_reads(with_query(sqlite_url, uri="true", **{name: value})))
+
+
+@pytest.mark.postgres
+def test_every_asyncpg_parameter_listed_connects(postgres_url: str) -> None:
+    """asyncpg's parameters, as PostgreSQL URLs are said to take them, connect (asyncpg
+    refused ``ssl=true``, which the check let through, only there)."""
+    parts = make_url(postgres_url)
+    given = {
+        "host": parts.host or "127.0.0.1",
+        "port": str(parts.port or 5432),
+        "user": parts.username or "postgres",
+        "database": parts.database or "",
+        "passfile": "/nonexistent/passfile",
+        "ssl": "disable",
+        "sslmode": "disable",
+        "target_session_attrs": "any",
+        "prepared_statement_cache_size": "10",
+    }
+    if parts.password is None:
+        given["password"] = "unused"  # the server trusts the test user
+    assert set(given) | {"password"} == _ASYNCPG_TAKEN
+    for name, value in given.items():
+        run_sync(_reads(with_query(postgres_url, **{name: value})))
+
+
+def test_create_engine_says_which_options_only_from_url_takes() -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        create_engine("postgresql://u@h/db?generator=openai:x")
+    message = str(raised.value)
+    assert "do not take generator (an option of from_url and --url" in message
+    assert "generator" not in _taken(message)["adk-sqlstore"]
 
 
 def test_libpq_sslmode_is_passed_to_asyncpg_as_ssl() -> None:

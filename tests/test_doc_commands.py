@@ -46,7 +46,7 @@ SHOWN = _shown()
 FAILS_CLEARLY = {
     "memory embed": "the embedder's extra, where it is not installed",
     "memory facts show": "a fact (the store has none: no model is reachable here)",
-    "memory generate": "a model (--model or ?generator=; none is reachable here)",
+    "memory generate": "a model (--generator or ?generator=; none is reachable here)",
     "import-adk": "a database of ADK's, here the test's own store (another layout)",
 }
 

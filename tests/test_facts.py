@@ -11,6 +11,7 @@ pescatarian'), which are stored and searched."
 from __future__ import annotations
 
 import logging
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -675,7 +676,7 @@ async def test_without_a_generator_generate_is_a_configuration_error(
 
 
 def cli_model() -> ScriptedModel:
-    """The model ``--model tests.test_facts:cli_model`` names."""
+    """The model ``--generator tests.test_facts:cli_model`` names."""
     return ScriptedModel(vegetarian, contradicts)
 
 
@@ -701,7 +702,7 @@ def test_the_commands_generate_list_and_show_facts(db_url: str) -> None:
     from .helpers import cli, runner
 
     monday, _ = run_sync(_seed(db_url, MONDAY_TURNS[:2], (("user", "Actually, I eat fish now."),)))
-    model = ["--model", "tests.test_facts:cli_model", "--url", db_url]
+    model = ["--generator", "tests.test_facts:cli_model", "--url", db_url]
     first = cli("memory", "generate", "--app", APP, "--user", USER, "--session", monday, *model)
     assert "1 session(s), 2 event(s) read: 1 fact(s) created" in first
     out = cli("memory", "generate", "--app", APP, *model)  # the sessions pending: Thursday's
@@ -737,7 +738,7 @@ def test_failed_sessions_are_listed_and_make_the_command_exit_1(db_url: str) -> 
     from .helpers import cli, runner
 
     (session,) = run_sync(_seed(db_url, MONDAY_TURNS[:1]))
-    model = ["--model", "tests.test_facts:failing_cli_model", "--url", db_url]
+    model = ["--generator", "tests.test_facts:failing_cli_model", "--url", db_url]
     for attempt in range(1, 4):
         failed = runner.invoke(app, ["memory", "generate", *model])
         assert failed.exit_code == 1, failed.output
@@ -746,14 +747,81 @@ def test_failed_sessions_are_listed_and_make_the_command_exit_1(db_url: str) -> 
         counts = "0 retried by the next run, 1 given up on" if attempt == 3 else "1 retried"
         assert counts in failed.output
         if attempt == 1:  # listed from the first failure, with its attempts
-            listing = cli("memory", "facts", "failures", *model)
+            listing = cli("memory", "facts", "failures", "--url", db_url)
             assert session[:8] in listing and "retried by the next run" in listing
             assert "1 session(s) to retry, 0 given up on" in listing
     assert "0 session(s)" in cli("memory", "generate", *model)  # given up on
-    listing = cli("memory", "facts", "failures", *model)
+    listing = cli("memory", "facts", "failures", "--url", db_url)
     assert session[:8] in listing and "0 session(s) to retry, 1 given up on" in listing
     again = runner.invoke(app, ["memory", "generate", "--retry-failed", *model])
     assert again.exit_code == 1
+
+
+def test_model_is_the_old_name_of_generator_and_means_nothing_to_failures(db_url: str) -> None:
+    """``--model`` named the generator of ``memory generate`` (and the embedder
+    elsewhere): it still works for a release, with one warning on standard error.
+    ``memory facts failures`` calls no model: its ``--model`` is ignored, said so."""
+    from adk_sqlstore.cli import app
+
+    from .conftest import run_sync
+    from .helpers import cli_apart, runner
+
+    run_sync(_seed(db_url, MONDAY_TURNS[:2]))
+    out, err = cli_apart(
+        "memory", "generate", "--model", "tests.test_facts:cli_model", "--url", db_url
+    )
+    assert "1 fact(s) created" in out
+    assert err == "warning: --model is deprecated; use --generator\n"
+    out, err = cli_apart("memory", "facts", "failures", "--model", "x", "--url", db_url)
+    assert "0 session(s) to retry" in out
+    ignored = "--model is deprecated and ignored: memory facts failures calls no model"
+    assert err == f"warning: {ignored}\n"
+    both = ["--model", "x", "--generator", "x", "--url", db_url]
+    result = runner.invoke(app, ["memory", "generate", *both])
+    assert result.exit_code == 2 and "give --generator only" in result.output
+
+
+async def _found(url: str, **options: Any) -> list[Any]:
+    async with SqlMemoryService.from_url(url) as memory:
+        found = await memory.search_memory(
+            app_name=APP, user_id=USER, query="vegetarian fish office", **options
+        )
+        return found.memories
+
+
+def test_memory_search_keeps_a_kind_and_shows_history_as_the_api_does(db_url: str) -> None:
+    """``memory search --kind facts|turns`` and ``--history``: the API's ``kind`` and
+    ``history``, what each memory is (turn or fact) in a column, and with
+    ``--history`` whether a fact is current, and if not since when (as ``memory facts
+    list --history`` says it)."""
+    from .conftest import run_sync
+    from .helpers import cli
+
+    fish = (("user", "Actually, I eat fish now."),)
+    monday, thursday = run_sync(_seed(db_url, MONDAY_TURNS[:2], fish))
+    cli("memory", "ingest-idle", "--idle-minutes", "0", "--url", db_url)
+    generator = ["--generator", "tests.test_facts:cli_model", "--url", db_url]
+    cli("memory", "generate", "--app", APP, "--user", USER, "--session", monday, *generator)
+    cli("memory", "generate", *generator)  # then Thursday's, which invalidates Monday's fact
+    search = ["memory", "search", "vegetarian fish office", "--app", APP, "--user", USER]
+    searches: list[tuple[dict[str, Any], list[str]]] = [
+        ({}, []),
+        ({"kind": "facts"}, ["--kind", "facts"]),
+        ({"kind": "turns"}, ["--kind", "turns"]),
+        ({"history": True}, ["--history"]),
+        ({"kind": "facts", "history": True}, ["--kind", "facts", "--history"]),
+    ]
+    for options, given in searches:
+        found = run_sync(_found(db_url, **options))
+        kinds = ["fact" if m.custom_metadata.get("kind") == "fact" else "turn" for m in found]
+        shown = cli(*search, *given, "--url", db_url)
+        assert f"{len(found)} result(s)" in shown and found, shown
+        assert re.findall(r"│ (fact|turn) +│", shown) == kinds, shown
+        assert bool(re.search(r"┃ current +┃", shown)) == bool(options.get("history")), shown
+        if options.get("kind") == "turns":
+            assert set(kinds) == {"turn"} and monday[:8] in shown
+    assert "no: not true since 2026-10-01 12:00:00, learned" in shown  # the vegetarian fact
+    assert re.search(r"│ yes +│", shown) and thursday[:8] in shown  # its source session
 
 
 async def _generated(url: str) -> Any:

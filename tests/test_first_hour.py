@@ -348,9 +348,13 @@ def test_export_and_import_of_the_longest_ids(tmp_path: Path, sqlite_url: str) -
 @pytest.mark.parametrize("typo", ["pool_sise=3", "auto_migrat=true", "languag=german"])
 def test_a_misspelt_sqlite_url_setting_is_refused_naming_it(typo: str, tmp_path: Path) -> None:
     """PostgreSQL and MySQL URLs refused a setting they do not take; SQLite ones only
-    warned (SQLAlchemy: "not accepted by the pysqlite driver") and went on."""
+    warned (SQLAlchemy: "not accepted by the pysqlite driver") and went on. The
+    refusal names the setting meant (issue 40)."""
     url = f"sqlite:///{tmp_path / 'x.db'}?{typo}"
-    with pytest.raises(ConfigurationError, match=typo.split("=")[0] + "; they take"):
+    name = typo.split("=")[0]
+    meant = {"pool_sise": "pool_size", "auto_migrat": "auto_migrate", "languag": "language"}
+    said = rf"{name} \(did you mean `{meant[name]}`\?\); they take"
+    with pytest.raises(ConfigurationError, match=said):
         SqlSessionService.from_url(url)
     assert SqlSessionService.from_url(f"sqlite:///{tmp_path / 'x.db'}?uri=true&mode=rwc")
 

@@ -500,7 +500,7 @@ def test_memory_embed_backfills_from_the_command_line(sqlite_url: str) -> None:
     done = runner.invoke(cli_app, [*args, "--embedder", "tests.embedders:Concepts"])
     assert done.exit_code == 0, done.output
     assert "embedded 2 memories with test-concepts" in done.output
-    again = runner.invoke(cli_app, [*args, "--model", "tests.embedders:Concepts"])
+    again = runner.invoke(cli_app, [*args, "--embedder", "tests.embedders:Concepts"])
     assert "embedded 0 memories" in again.output
     none = runner.invoke(cli_app, args)
     assert none.exit_code == 1 and "no embedder" in none.output

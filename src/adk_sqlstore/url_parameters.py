@@ -1,18 +1,79 @@
-"""The query parameters each driver takes in a database URL, checked before any
-connection (a parameter a driver does not take would fail later, at connect, with a
-``TypeError``): asyncpg's (libpq's ``sslmode`` spelled as asyncpg's ``ssl``) and
-asyncmy's (``charset`` always ``utf8mb4``). This library's own settings
-(:data:`adk_sqlstore.settings.SETTINGS`) are taken beside them. Messages show the URL
-as the caller gives it (``shown``: its password hidden)."""
+"""The query parameters a database URL takes, checked before any connection (a
+parameter a driver does not take would fail later, at connect, with a ``TypeError``,
+or be ignored): this library's own (the connection settings of
+:data:`adk_sqlstore.settings.SETTINGS` that apply to the backend, and the service
+options of :data:`STORE_OPTIONS`) and its driver's: asyncpg's (libpq's ``sslmode``
+spelled as asyncpg's ``ssl``), asyncmy's (``charset`` always ``utf8mb4``) and
+sqlite3's. A parameter none of them takes is refused, naming every parameter the URL
+takes and the one most like it. Messages show the URL as the caller gives it
+(``shown``: its password hidden)."""
 
 from __future__ import annotations
+
+from collections.abc import Collection, Mapping
 
 from sqlalchemy.engine import URL
 
 from .errors import ConfigurationError
 from .settings import SETTINGS
+from .suggestions import closest
 
-__all__ = ["asyncmy_query", "asyncpg_query", "sqlite_query"]
+__all__ = ["STORE_OPTIONS", "asyncmy_query", "asyncpg_query", "sqlite_query"]
+
+STORE_OPTIONS = frozenset({"auto_migrate", "embedder", "generator", "language"})
+"""The service options a URL may carry beside the connection settings, read by
+:func:`adk_sqlstore.urls.resolve_url` (``from_url``, the command line's ``--url``,
+``$ADK_SQLSTORE_DATABASE_URL`` and ADK's service URIs), not by ``create_engine``."""
+
+_SETTINGS_OF = {
+    "PostgreSQL": frozenset(SETTINGS) - {"sqlite_busy_timeout"},
+    "MySQL and MariaDB": frozenset(SETTINGS) - {"sqlite_busy_timeout", "pgbouncer", "search_path"},
+    "SQLite": frozenset(SETTINGS)
+    - {"command_timeout", "connect_timeout", "pgbouncer", "search_path", "statement_timeout"},
+}
+"""The connection settings each backend applies (:mod:`adk_sqlstore.drivers`); the
+others would do nothing there, so its URLs refuse them."""
+
+
+def _refuse_unknown(
+    query: Collection[str],
+    shown: str,
+    *,
+    backend: str,
+    drivers: Mapping[str, Collection[str]],
+    options: Collection[str],
+    meant: Mapping[str, str],
+) -> None:
+    """Raise :class:`ConfigurationError` if ``query`` names a parameter neither this
+    library (the settings of ``backend``, and ``options``) nor the driver takes
+    (``drivers``: the driver's parameters, headed by its name, then any further group
+    it takes, headed as the message shows it); ``meant``: names that mean one of the
+    taken ones here (``timeout``), suggested before the closest name."""
+    own = _SETTINGS_OF[backend] | set(options)
+    theirs = {name for names in drivers.values() for name in names}
+    unknown = sorted(set(query) - own - theirs)
+    if not unknown:
+        return
+    named = [_why(name, own | theirs, meant) for name in unknown]
+    driver = next(iter(drivers)).removesuffix("'s")
+    taken = [f"adk-sqlstore's: {', '.join(sorted(own))}"]
+    taken += [f"{label}: {', '.join(sorted(names))}" for label, names in drivers.items()]
+    raise ConfigurationError(
+        f"database URL {shown!r}: adk-sqlstore and its {backend.split()[0]} driver ({driver})"
+        f" do not take {', '.join(named)}; they take {'; '.join(taken)}"
+    )
+
+
+def _why(name: str, taken: Collection[str], meant: Mapping[str, str]) -> str:
+    """``name``, refused, with a word on why: the backends whose setting it is, that
+    only ``from_url`` takes it, or the taken name it most likely means."""
+    backends = [backend for backend, names in _SETTINGS_OF.items() if name in names]
+    if backends:
+        return f"{name} (a setting of {', '.join(backends)} only)"
+    if name in STORE_OPTIONS:
+        return f"{name} (an option of from_url and --url, not of create_engine)"
+    near = meant.get(name) or closest(name, taken)
+    return f"{name} (did you mean `{near}`?)" if near else name
 
 
 _ASYNCPG_QUERY = {
@@ -29,7 +90,8 @@ _ASYNCPG_QUERY = {
 
 
 _ASYNCPG_VALUES = {
-    "ssl": {"disable", "allow", "prefer", "require", "verify-ca", "verify-full", "true", "false"},
+    # asyncpg takes True for ssl, but a URL gives text, which must name a mode.
+    "ssl": {"disable", "allow", "prefer", "require", "verify-ca", "verify-full"},
     "target_session_attrs": {
         "any",
         "primary",
@@ -41,10 +103,21 @@ _ASYNCPG_VALUES = {
 }
 
 
-def asyncpg_query(url: URL, shown: str) -> URL:
+def asyncpg_query(url: URL, shown: str, options: Collection[str] = ()) -> URL:
     """The URL's query as asyncpg takes it: libpq's ``sslmode`` becomes ``ssl`` (same
-    values: disable, allow, prefer, require, verify-ca, verify-full); parameters
-    asyncpg does not take raise ``ValueError`` here, not a ``TypeError`` at connect."""
+    values: disable, allow, prefer, require, verify-ca, verify-full).
+
+    Args:
+        url: a PostgreSQL URL.
+        shown: the URL for messages (password hidden).
+        options: the service options (:data:`STORE_OPTIONS`) the caller takes out of
+            the query itself: named as taken in the message, not checked here.
+
+    Raises:
+        ConfigurationError: (a ``ValueError``) a parameter neither asyncpg nor this
+            library takes on PostgreSQL (SQLite's ``sqlite_busy_timeout`` too), or a
+            value asyncpg would refuse at connect.
+    """
     query = dict(url.query)
     if "sslmode" in query:
         query.setdefault("ssl", query.pop("sslmode"))
@@ -55,13 +128,14 @@ def asyncpg_query(url: URL, shown: str) -> URL:
                 f"database URL {shown!r}: {name} must be one of"
                 f" {', '.join(sorted(allowed))}, not {query[name]!r}"
             )
-    unknown = sorted(set(query) - _ASYNCPG_QUERY - set(SETTINGS))
-    if unknown:
-        taken = sorted(_ASYNCPG_QUERY | {"sslmode"} | set(SETTINGS) - {"sqlite_busy_timeout"})
-        raise ConfigurationError(
-            f"database URL {shown!r}: adk-sqlstore and its PostgreSQL driver"
-            f" (asyncpg) do not take {', '.join(unknown)}; they take {', '.join(taken)}"
-        )
+    _refuse_unknown(
+        query,
+        shown,
+        backend="PostgreSQL",
+        drivers={"asyncpg's": _ASYNCPG_QUERY | {"sslmode"}},
+        options=options,
+        meant={"timeout": "connect_timeout"},
+    )
     return url.set(query=query) if query != dict(url.query) else url
 
 
@@ -76,11 +150,21 @@ _ASYNCMY_QUERY = {
 }
 
 
-def asyncmy_query(url: URL, shown: str) -> URL:
+def asyncmy_query(url: URL, shown: str, options: Collection[str] = ()) -> URL:
     """The URL's query as asyncmy takes it, ``charset=utf8mb4`` set: every text column
     is utf8mb4 (four-byte characters, emoji, included), and another connection charset
-    would garble them. Parameters asyncmy does not take, or another charset, raise
-    ``ValueError`` here, not a ``TypeError`` at connect."""
+    would garble them.
+
+    Args:
+        url: a MySQL or MariaDB URL.
+        shown: the URL for messages (password hidden).
+        options: as for :func:`asyncpg_query`.
+
+    Raises:
+        ConfigurationError: (a ``ValueError``) a parameter neither asyncmy nor this
+            library takes on MySQL (``pgbouncer``, ``search_path`` and
+            ``sqlite_busy_timeout`` too), or another charset.
+    """
     query = dict(url.query)
     charset = str(query.get("charset", "utf8mb4")).lower()
     if charset != "utf8mb4":
@@ -89,33 +173,45 @@ def asyncmy_query(url: URL, shown: str) -> URL:
             f" text is utf8mb4 throughout), not {query['charset']!r}"
         )
     query["charset"] = "utf8mb4"
-    taken = _ASYNCMY_QUERY | set(SETTINGS) - {"sqlite_busy_timeout", "pgbouncer", "search_path"}
-    unknown = sorted(set(query) - taken)
-    if unknown:
-        raise ConfigurationError(
-            f"database URL {shown!r}: adk-sqlstore and its MySQL driver (asyncmy)"
-            f" do not take {', '.join(unknown)}; they take {', '.join(sorted(taken))}"
-        )
+    _refuse_unknown(
+        query,
+        shown,
+        backend="MySQL and MariaDB",
+        drivers={"asyncmy's": _ASYNCMY_QUERY},
+        options=options,
+        meant={"timeout": "connect_timeout"},
+    )
     return url.set(query=query)
 
 
-_SQLITE_QUERY = {"uri", "timeout", "isolation_level", "detect_types", "check_same_thread"}
+_SQLITE_QUERY = {"uri", "detect_types", "check_same_thread", "cached_statements"}
+"""What SQLAlchemy passes on to sqlite3 from the query; not ``timeout`` (the store
+sets the busy timeout itself: ``sqlite_busy_timeout``) nor ``isolation_level`` (it
+begins its own transactions), which would do nothing."""
 _SQLITE_URI_QUERY = {"mode", "cache", "immutable", "nolock", "psow", "vfs"}
 
 
-def sqlite_query(url: URL, shown: str) -> URL:
-    """The URL's query as SQLAlchemy's SQLite driver takes it: parameters it does not
-    take (a misspelt setting, say) raise ``ValueError`` here, where SQLAlchemy would only
-    warn and ignore them; with ``uri=true``, SQLite's own URI parameters (``mode``,
-    ``cache``, ...) are taken too."""
-    query = dict(url.query)
-    taken = _SQLITE_QUERY | set(SETTINGS)
-    if str(query.get("uri", "")).lower() in ("true", "1"):
-        taken |= _SQLITE_URI_QUERY
-    unknown = sorted(set(query) - taken)
-    if unknown:
-        raise ConfigurationError(
-            f"database URL {shown!r}: adk-sqlstore and its SQLite driver do not take"
-            f" {', '.join(unknown)}; they take {', '.join(sorted(taken))}"
-        )
+def sqlite_query(url: URL, shown: str, options: Collection[str] = ()) -> URL:
+    """The URL's query as SQLAlchemy's SQLite driver takes it (where SQLAlchemy would
+    only warn about a parameter it does not take, and ignore it); with ``uri=true``,
+    SQLite's own URI parameters (``mode``, ``cache``, ...) are taken too.
+
+    Args:
+        url: an SQLite URL.
+        shown: the URL for messages (password hidden).
+        options: as for :func:`asyncpg_query`.
+
+    Raises:
+        ConfigurationError: (a ``ValueError``) a parameter neither sqlite3 nor this
+            library takes on SQLite (the server backends' settings too).
+    """
+    drivers = {"sqlite3's": _SQLITE_QUERY}
+    meant = {"timeout": "sqlite_busy_timeout", "busy_timeout": "sqlite_busy_timeout"}
+    if str(url.query.get("uri", "")).lower() in ("true", "1"):
+        drivers["with uri=true, SQLite's"] = _SQLITE_URI_QUERY
+    else:
+        meant.update((name, f"uri=true&{name}") for name in _SQLITE_URI_QUERY)
+    _refuse_unknown(
+        url.query, shown, backend="SQLite", drivers=drivers, options=options, meant=meant
+    )
     return url

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, overload
@@ -37,7 +38,7 @@ from sqlalchemy.exc import ArgumentError
 
 from .errors import ConfigurationError
 from .settings import FALSE_WORDS, SETTINGS, TRUE_WORDS, check_settings
-from .url_parameters import asyncmy_query, asyncpg_query, sqlite_query
+from .url_parameters import STORE_OPTIONS, asyncmy_query, asyncpg_query, sqlite_query
 
 __all__ = [
     "DATABASE_URL_ENV",
@@ -278,13 +279,22 @@ def normalize_url(url: str | URL) -> URL:
     :func:`resolve_url` for ``sqlstore://``).
 
     Raises:
-        ValueError: the URL cannot be parsed or names another database; the message
-            shows the URL with its password hidden.
+        ValueError: the URL cannot be parsed, names another database, or has a query
+            parameter neither this library nor the driver takes there
+            (:mod:`adk_sqlstore.url_parameters`); the message shows the URL with its
+            password hidden.
     """
+    return _normalized(url, options=())
+
+
+def _normalized(url: str | URL, *, options: Collection[str]) -> URL:
+    """:func:`normalize_url`, for a caller that took the service ``options`` out of the
+    URL's query itself (named as taken in a message about the query)."""
     if isinstance(url, str):
         if _is_service_default(url):
             return resolve_url(url).url
         url = _spelled(_split_options(url)[0])
+        options = {*options, AUTO_MIGRATE_PARAMETER}
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError):  # ValueError: a port that is not a number
@@ -293,11 +303,11 @@ def normalize_url(url: str | URL) -> URL:
         parsed = parsed.set(drivername="mysql")
     backend, driver = parsed.get_backend_name(), _driver(parsed)
     if backend == "postgresql":
-        parsed = asyncpg_query(parsed, redact_url(parsed))
+        parsed = asyncpg_query(parsed, redact_url(parsed), options)
     elif backend == "mysql":
-        parsed = asyncmy_query(parsed, redact_url(parsed))
+        parsed = asyncmy_query(parsed, redact_url(parsed), options)
     elif backend == "sqlite":
-        parsed = sqlite_query(parsed, redact_url(parsed))
+        parsed = sqlite_query(parsed, redact_url(parsed), options)
     if parsed.get_driver_name() != driver:
         parsed = parsed.set(drivername=f"{backend}+{driver}")
     split_settings(parsed)  # a setting's value is checked here, before any connection
@@ -438,7 +448,7 @@ def resolve_url(url: str | URL | None = None) -> DatabaseTarget:
                 continue
         if candidate is not None:
             return DatabaseTarget(
-                normalize_url(candidate),
+                _normalized(candidate, options=STORE_OPTIONS - {AUTO_MIGRATE_PARAMETER}),
                 embedded=False,
                 auto_migrate=auto,
                 language=language,

@@ -1,5 +1,6 @@
-"""What every command shares: the Typer apps, consoles, options, and how a command
-runs (errors as one line, exit codes)."""
+"""What every command shares: the Typer apps (their click classes: :mod:`.parsing`),
+consoles, options, old option names, and how a command runs (errors as one line, exit
+codes)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from rich.text import Text
 from ..console import make_console
 from ..errors import AdkSqlStoreError
 from ..urls import resolve_url, shown_url
+from .parsing import App
 
 __all__ = [
     "AppOption",
@@ -33,12 +35,14 @@ __all__ = [
     "make_console",
     "memory_app",
     "progress_bar",
+    "renamed",
     "run_command",
     "sessions_app",
+    "warn",
     "when",
 ]
 
-app = typer.Typer(
+app = App(
     name="adk-sqlstore",
     help="Durable sessions, scoped state and memory for ADK agents, in PostgreSQL, MySQL,"
     " MariaDB or SQLite.",
@@ -47,13 +51,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-sessions_app = typer.Typer(help="Inspect stored sessions.", no_args_is_help=True)
+sessions_app = App(help="Inspect stored sessions.", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
-memory_app = typer.Typer(help="Search and ingest long-term memory.", no_args_is_help=True)
+memory_app = App(help="Search and ingest long-term memory.", no_args_is_help=True)
 app.add_typer(memory_app, name="memory")
-artifacts_app = typer.Typer(
-    help="List and fetch artifacts (the files agents saved).", no_args_is_help=True
-)
+artifacts_app = App(help="List and fetch artifacts (the files agents saved).", no_args_is_help=True)
 app.add_typer(artifacts_app, name="artifacts")
 
 
@@ -118,6 +120,26 @@ T = TypeVar("T")
 
 def error(message: str) -> None:
     consoles.err.print(Text("error: ", style="red") + Text(message), soft_wrap=True)
+
+
+def warn(message: str) -> None:
+    consoles.err.print(Text("warning: ", style="yellow") + Text(message), soft_wrap=True)
+
+
+def renamed(old: str, old_value: T | None, new: str, value: T | None) -> T | None:
+    """The value of an option given by its new name ``new``, or by its deprecated one
+    ``old`` (a hidden option kept for a release), then with a warning on standard
+    error.
+
+    Raises:
+        typer.BadParameter: both names given.
+    """
+    if old_value is None:
+        return value
+    if value is not None:
+        raise typer.BadParameter(f"is {new}'s old name: give {new} only", param_hint=old)
+    warn(f"{old} is deprecated; use {new}")
+    return old_value
 
 
 def run_command(coro: Coroutine[Any, Any, T]) -> T:

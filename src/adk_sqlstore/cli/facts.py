@@ -11,35 +11,48 @@ from rich.table import Table
 from ..errors import GenerationError
 from ..generation import Fact, FactRevision, GenerationReport
 from ..memory import SqlMemoryService
-from .common import AppOption, UrlOption, consoles, database, error, memory_app, run_command
+from .common import (
+    AppOption,
+    UrlOption,
+    consoles,
+    database,
+    error,
+    memory_app,
+    renamed,
+    run_command,
+    warn,
+)
+from .parsing import App
 
 __all__ = [
     "facts_failures",
     "facts_list",
     "facts_show",
     "memory_generate",
+    "not_current",
     "print_generation",
 ]
 
-facts_app = typer.Typer(help="A user's generated facts and their history.", no_args_is_help=True)
+facts_app = App(help="A user's generated facts and their history.", no_args_is_help=True)
 memory_app.add_typer(facts_app, name="facts")
 
-ModelOption = Annotated[
+GeneratorOption = Annotated[
     str | None,
     typer.Option(
-        "--model",
-        metavar="MODEL",
+        "--generator",
+        metavar="GENERATOR",
         help="The generator's model: a name as ADK's LlmAgent(model=...) takes"
         " (gemini-2.5-flash; ollama_chat/llama3.2 with LiteLLM), openai:MODEL (an"
         " OpenAI-compatible server at $OPENAI_BASE_URL, key $OPENAI_API_KEY), or"
         " package.module:NAME; default: ?generator= in the URL.",
     ),
 ]
+OldModelOption = Annotated[
+    str | None, typer.Option("--model", metavar="MODEL", hidden=True, help="Deprecated.")
+]
+"""``--model``, the deprecated name of ``--generator`` (and, on ``memory search`` and
+``memory embed``, of ``--embedder``): hidden, kept for a release."""
 UserOption = Annotated[str, typer.Option("--user", metavar="USER", help="The user_id.")]
-
-
-def _service(url: str | None, model: str | None) -> SqlMemoryService:
-    return SqlMemoryService.from_url(database(url), generator=model)
 
 
 @memory_app.command("generate")
@@ -59,21 +72,24 @@ def memory_generate(
     retry_failed: Annotated[
         bool, typer.Option(help="Also run sessions that failed too often before.")
     ] = False,
-    model: ModelOption = None,
+    generator: GeneratorOption = None,
     url: UrlOption = None,
+    model: OldModelOption = None,
 ) -> None:
     """Generate facts from the sessions' events not processed yet (memory generation).
 
-    Each session's new events go to the model once (re-running does nothing until
-    sessions grow); the facts are consolidated with the user's stored ones. Exits with
-    1 if any session failed (the others are done; failed ones are retried by the next
-    run, up to the generator's attempts: see `memory facts failures`).
+    Each session's new events go to the generator's model once (re-running does
+    nothing until sessions grow); the facts are consolidated with the user's stored
+    ones. Exits with 1 if any session failed (the others are done; failed ones are
+    retried by the next run, up to the generator's attempts: see `memory facts
+    failures`).
     """
     if session is not None and (app_name is None or user is None):
         raise typer.BadParameter("needs --app and --user too", param_hint="--session")
+    generator = renamed("--model", model, "--generator", generator)
 
     async def run() -> GenerationReport:
-        async with _service(url, model) as memory:
+        async with SqlMemoryService.from_url(database(url), generator=generator) as memory:
             if session is not None:
                 assert app_name is not None and user is not None
                 try:
@@ -154,11 +170,15 @@ def _when(iso: str | None) -> str:
 
 
 def _not_current(fact: Fact) -> str:
-    """Why a fact is not current: when it stopped being true and when the store
-    learned it, or when it expired."""
-    if fact.invalid_at is None and fact.invalidate_time is None:
-        return f"no: expired {_when(fact.expire_time)}"
-    return f"no: not true since {_when(fact.invalid_at)}, learned {_when(fact.invalidate_time)}"
+    return not_current(fact.invalid_at, fact.invalidate_time, fact.expire_time)
+
+
+def not_current(invalid_at: str | None, learned: str | None, expired: str | None) -> str:
+    """Why a fact is not current (times in ISO 8601, UTC): when it stopped being true
+    and when the store learned it, or when it expired."""
+    if invalid_at is None and learned is None:
+        return f"no: expired {_when(expired)}"
+    return f"no: not true since {_when(invalid_at)}, learned {_when(learned)}"
 
 
 @facts_app.command("show")
@@ -217,16 +237,18 @@ def facts_failures(
     app_name: Annotated[
         str | None, typer.Option("--app", metavar="APP", help="Only this app.")
     ] = None,
-    model: ModelOption = None,
     url: UrlOption = None,
+    model: OldModelOption = None,
 ) -> None:
     """List the sessions whose generation failed, from the first failure, with their
     failed attempts and last error: those the next run retries, then those given up on
     (failed as often as the generator's attempts allow), which `memory generate
     --retry-failed` runs again."""
+    if model is not None:  # it only ever named a model, which a listing never calls
+        warn("--model is deprecated and ignored: memory facts failures calls no model")
 
     async def run() -> tuple[list[tuple[str, str, str, int, str | None]], int]:
-        async with _service(url, model) as memory:
+        async with SqlMemoryService.from_url(database(url)) as memory:
             failing = await memory.generation_failures(app_name=app_name, retrying=True)
             return failing, memory.max_attempts
 

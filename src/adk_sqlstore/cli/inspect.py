@@ -17,9 +17,10 @@ __all__ = ["inspect"]
 def inspect(
     url: UrlOption = None,
     host: Annotated[
-        str, typer.Option("--host", help="Address to listen on (loopback by default).")
+        str,
+        typer.Option("--host", metavar="HOST", help="Address to listen on (loopback by default)."),
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8765,
+    port: Annotated[int, typer.Option("--port", metavar="PORT", help="Port to listen on.")] = 8765,
     write: Annotated[
         bool,
         typer.Option(
@@ -32,6 +33,7 @@ def inspect(
         str | None,
         typer.Option(
             "--token",
+            metavar="TOKEN",
             envvar="ADK_SQLSTORE_INSPECTOR_TOKEN",
             help="Every request must carry this token (the sign-in page sets a cookie)."
             " Needed to listen on an address other than loopback.",
@@ -42,6 +44,7 @@ def inspect(
         str | None,
         typer.Option(
             "--operator",
+            metavar="NAME",
             help="Your name in the change log and in fact corrections (default: your login).",
         ),
     ] = None,

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import math
 from datetime import timedelta
+from enum import StrEnum
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from ..errors import ConfigurationError
+from ..generation.writing import FACT_KIND
 from ..memory import IngestReport, SqlMemoryService
+from ..models import MemoryEntry
 from .common import (
     AppOption,
     UrlOption,
@@ -20,9 +23,10 @@ from .common import (
     error,
     memory_app,
     progress_bar,
+    renamed,
     run_command,
 )
-from .facts import print_generation
+from .facts import OldModelOption, not_current, print_generation
 
 __all__ = ["memory_embed", "memory_ingest_idle", "memory_reindex", "memory_search"]
 
@@ -30,7 +34,6 @@ EmbedderOption = Annotated[
     str | None,
     typer.Option(
         "--embedder",
-        "--model",
         metavar="EMBEDDER",
         help="Embedder for hybrid search: minilm (local; the embeddings extra), openai,"
         " openai:MODEL, google, google:MODEL or package.module:NAME; default:"
@@ -49,6 +52,31 @@ LanguageOption = Annotated[
 ]
 
 
+class Kind(StrEnum):
+    """What ``memory search --kind`` keeps: search_memory's ``kind``."""
+
+    facts = "facts"
+    turns = "turns"
+
+
+KindOption = Annotated[
+    Kind | None,
+    typer.Option(
+        metavar="KIND",
+        case_sensitive=False,
+        help="facts (what memory generate made of the sessions) or turns (what was said):"
+        " only that kind. Default: both, ranked together.",
+    ),
+]
+HistoryOption = Annotated[
+    bool,
+    typer.Option(
+        help="Also facts no longer current (contradicted or expired), after the others,"
+        " with when they stopped being true.",
+    ),
+]
+
+
 @memory_app.command("search")
 def memory_search(
     query: Annotated[str, typer.Argument(metavar="QUERY", help="A natural-language query.")],
@@ -59,42 +87,64 @@ def memory_search(
     limit: Annotated[
         int, typer.Option(metavar="N", min=1, max=1000, help="Most results to show.")
     ] = 10,
+    kind: KindOption = None,
+    history: HistoryOption = False,
     url: UrlOption = None,
     language: LanguageOption = None,
     embedder: EmbedderOption = None,
+    model: OldModelOption = None,
 ) -> None:
-    """Search one user's memories; prints score, time, author and text, best first.
-    With an embedder, the score is the hybrid one (BM25 fused with vector
-    similarity)."""
+    """Search one user's memories; prints score, time, kind (turn or fact), author,
+    text and session (a fact's: the one it comes from), best first. With an embedder,
+    the score is the hybrid one (BM25 fused with vector similarity); with --history,
+    whether each fact is current, and if not since when."""
+    embedder = renamed("--model", model, "--embedder", embedder)
 
-    async def run() -> None:
+    async def run() -> list[MemoryEntry]:
         async with SqlMemoryService.from_url(
             database(url), language=language, embedder=embedder
         ) as memory:
             found = await memory.search_memory(
-                app_name=app_name, user_id=user, query=query, limit=limit
+                app_name=app_name,
+                user_id=user,
+                query=query,
+                limit=limit,
+                kind=None if kind is None else kind.value,
+                history=history,
             )
-        consoles.out.print(f"memories of {app_name} / {user} for {query!r}", soft_wrap=True)
-        table = Table()
-        table.add_column("score", justify="right")
-        table.add_column("time (UTC)", no_wrap=True)
-        table.add_column("author")
-        table.add_column("text")
-        table.add_column("session")
-        for entry in found.memories:
-            text = "\n".join(p.text for p in entry.content.parts or [] if p.text)
-            when = (entry.timestamp or "")[:19].replace("T", " ")
-            table.add_row(
-                f"{entry.custom_metadata['score']:.3g}",
-                when,
-                entry.author or "",
-                text,
-                entry.custom_metadata.get("session_id") or "fact",
-            )
-        consoles.out.print(table)
-        consoles.out.print(f"{len(found.memories)} result(s)")
+        return found.memories
 
-    run_command(run())
+    memories = run_command(run())
+    consoles.out.print(f"memories of {app_name} / {user} for {query!r}", soft_wrap=True)
+    table = Table()
+    table.add_column("score", justify="right")
+    table.add_column("time (UTC)", no_wrap=True)
+    for column in ("kind", "author", "text", "session", *(["current"] if history else [])):
+        table.add_column(column)
+    for entry in memories:
+        table.add_row(*_found_row(entry, history=history))
+    consoles.out.print(table)
+    consoles.out.print(f"{len(memories)} result(s)")
+
+
+def _found_row(entry: MemoryEntry, *, history: bool) -> list[str]:
+    """A found memory's row: score, time, kind, author, text, session and, with
+    ``history``, whether a fact is current (``not_current``'s words if not)."""
+    metadata = entry.custom_metadata or {}
+    fact = metadata.get("kind") == FACT_KIND
+    row = [
+        f"{metadata['score']:.3g}",
+        (entry.timestamp or "")[:19].replace("T", " "),
+        "fact" if fact else "turn",
+        entry.author or "",
+        "\n".join(p.text for p in entry.content.parts or [] if p.text),
+        metadata.get("session_id") or metadata.get("source_session_id") or "",
+    ]
+    if history:
+        current = metadata.get("current", True)
+        past = (metadata.get(k) for k in ("invalid_time", "invalidate_time", "expire_time"))
+        row.append("" if not fact else "yes" if current else not_current(*past))
+    return row
 
 
 @memory_app.command("ingest-idle")
@@ -206,6 +256,7 @@ def memory_embed(
         int, typer.Option(metavar="N", min=1, max=100_000, help="Memories per transaction.")
     ] = 256,
     url: UrlOption = None,
+    model: OldModelOption = None,
 ) -> None:
     """Embed the memories that have no vector of the embedder's model (hybrid search).
 
@@ -214,6 +265,7 @@ def memory_embed(
     it. Memories already embedded for the model are skipped, so it can be run again or
     resumed after an interruption; each batch is one transaction.
     """
+    embedder = renamed("--model", model, "--embedder", embedder)
 
     async def run() -> tuple[int, str]:
         async with SqlMemoryService.from_url(database(url), embedder=embedder) as memory:
