@@ -517,11 +517,12 @@ async def _postmaster_start_time() -> str | None:
 
 
 def _untracked_files() -> set[str] | None:
-    """Files in the checkout that git neither tracks nor ignores (None outside a git
-    work tree): a test that writes into the checkout instead of its tmp_path shows here."""
+    """Files in the checkout that git does not ignore and that are new or differ from
+    the index (None outside a git work tree): a test that writes into the checkout
+    instead of its tmp_path (a new file, or a tracked one written again) shows here."""
     try:
         listed = subprocess.run(
-            ["git", "ls-files", "--others", "--exclude-standard"],
+            ["git", "ls-files", "--others", "--modified", "--exclude-standard"],
             cwd=REPO,
             capture_output=True,
             text=True,

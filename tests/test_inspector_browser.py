@@ -5,8 +5,9 @@ contradicts, made by a scripted model), served by uvicorn on a free loopback por
 
 Each step checks what a person sees (visible text), with no console error, no script
 error and no Content-Security-Policy violation on any page. The pages are saved as
-screenshots for docs/inspector.md (``docs/images/inspector/``, or the folder
-``$ADK_SQLSTORE_SCREENSHOTS`` names), each run.
+screenshots in a temporary folder, or in the folder ``$ADK_SQLSTORE_SCREENSHOTS`` names:
+``ADK_SQLSTORE_SCREENSHOTS=docs/images/inspector pytest tests/test_inspector_browser.py``
+makes docs/inspector.md's pictures again (a plain run leaves the checkout alone).
 
 Needs the ``inspector`` extra, the ``playwright`` package (the ``dev`` extra) and
 ``/usr/bin/chromium`` (``apt-get install chromium``; no browser is downloaded); they
@@ -20,6 +21,7 @@ import json
 import logging
 import os
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -33,14 +35,15 @@ import pytest
 
 from adk_sqlstore import Event, MemoryEntry, SqlSessionService
 
-from .conftest import IN_CI, REPO, run_sync
+from .conftest import IN_CI, run_sync
 from .scripted_models import ScriptedModel, memory_with
 
 pytestmark = pytest.mark.browser
 
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = Path(
-    os.environ.get("ADK_SQLSTORE_SCREENSHOTS") or REPO / "docs" / "images" / "inspector"
+    os.environ.get("ADK_SQLSTORE_SCREENSHOTS")
+    or Path(tempfile.gettempdir()) / f"adk-sqlstore-inspector-screenshots-{os.getpid()}"
 )
 WIDE = {"width": 1280, "height": 800}
 NARROW = {"width": 390, "height": 844}
