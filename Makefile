@@ -93,9 +93,12 @@ bench-smoke: $(VENV)/.installed-dev  # every benchmark at a tiny size (CI)
 	$(BIN)/python -m benchmarks inspector --size small --runs 5  # about 15 s: SQLite, PostgreSQL
 
 # The documentation site from docs/ (mkdocs-material; the API reference from the
-# docstrings, the command line's from the command itself), warnings as errors (CI).
+# docstrings, the command line's from the command itself), warnings as errors (CI),
+# then its links checked: each relative link names a file (and anchor) of the site, none
+# leaves it (/..., file:); external ones are listed, not fetched (tests/site_links.py).
 docs: $(VENV)/.installed-dev
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+	$(BIN)/python -m tests.site_links site
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests migrations benchmarks

@@ -4,7 +4,13 @@
   ``<!-- cli-reference -->`` becomes the ``--help`` of ``adk-sqlstore`` and of each of
   its commands, as the installed package prints them.
 - The docstrings' Sphinx roles (``:class:`~adk_sqlstore.Store```), which mkdocstrings
-  shows as written, become code: the name, or with ``~`` its last part."""
+  shows as written, become code: the name, or with ``~`` its last part.
+- ``404.html`` links relatively, as every other page does. mkdocs gives error pages
+  absolute links (``/assets/...``, ``/index.html``: the server's root, as no
+  ``site_url`` is set), which fail wherever the site is not at a server's root: read
+  from disk, or served under a path (``https://host/adk-sqlstore/``). The page is at the
+  site's root, so links relative to it work there; a server that shows it for a missing
+  page in a subfolder (``reference/``) shows it unstyled, with links one level off."""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ import re
 from typing import Any
 
 import typer
+from mkdocs.utils import normalize_url
 
 MARKER = "<!-- cli-reference -->"
 
@@ -48,3 +55,14 @@ def _name(match: re.Match[str]) -> str:
 
 def on_page_content(html: str, **kwargs: Any) -> str:
     return _ROLE.sub(_name, html)
+
+
+def on_template_context(context: Any, template_name: str, **kwargs: Any) -> Any:
+    if template_name == "404.html":  # see the module docstring
+        context["base_url"] = "."
+        config = kwargs["config"]
+        context["extra_css"] = [normalize_url(str(p), None, ".") for p in config.extra_css]
+        context["extra_javascript"] = [
+            normalize_url(str(p), None, ".") for p in config.extra_javascript
+        ]
+    return context
