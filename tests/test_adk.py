@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import multiprocessing
 import subprocess
 import sys
 from datetime import timedelta
@@ -38,6 +37,7 @@ from adk_sqlstore.urls import DATABASE_URL_ENV
 from . import adk_agents
 from .conftest import run_sync
 from .helpers import text_of
+from .workers import process_context
 
 
 @pytest.fixture
@@ -423,7 +423,7 @@ def test_monday_preference_recalled_on_thursday_in_another_process(db_url: str, 
     """000's worked example through ADK's Runner: user:diet by key lookup, the delivery
     address by memory search, Thursday in a second OS process."""
     monday_id = run_sync(adk_agents.monday(db_url))
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     results = ctx.Queue()
     worker = ctx.Process(target=adk_agents.thursday_in_process, args=(db_url, mode, results))
     worker.start()
@@ -457,7 +457,7 @@ def test_two_runners_in_two_processes_one_turn_wins(db_url: str) -> None:
             return s.id
 
     session_id = run_sync(create())
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     barrier = ctx.Barrier(2, timeout=120)
     results = ctx.Queue()
     workers = [
@@ -492,7 +492,7 @@ def test_a_tool_saves_an_artifact_that_a_later_process_loads(db_url: str) -> Non
     OS process, has a tool load it (``ToolContext.load_artifact``): the same bytes."""
     session_id, delta = run_sync(adk_agents.order_with_receipt(db_url))
     assert delta == {"receipt.pdf": 0}
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     results = ctx.Queue()
     worker = ctx.Process(
         target=adk_agents.receipt_later_in_process, args=(db_url, session_id, results)

@@ -7,7 +7,6 @@ error, never merged silently"; writers that reload and retry must lose nothing.
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 from typing import Any
 
 import pytest
@@ -25,7 +24,7 @@ from adk_sqlstore import (
 
 from .conftest import THOROUGH, Figures
 from .helpers import fold
-from .workers import key_writer, retrying_appender
+from .workers import key_writer, process_context, retrying_appender
 
 PROCESSES = 8  # the soak size (make test-all); make test runs 4 x 50
 APPENDS = 200
@@ -35,7 +34,7 @@ SOAK = pytest.mark.soak
 def _spawn(target: Any, args_of: list[tuple[Any, ...]]) -> list[Any]:
     """Run one process per argument tuple (each gets a results queue last) and return
     what each put on it."""
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     results = ctx.Queue()
     workers = [ctx.Process(target=target, args=(*args, results)) for args in args_of]
     for w in workers:

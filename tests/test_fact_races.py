@@ -5,7 +5,6 @@ and every revision accounted for; each session's events go to the model once."""
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import random
 import re
 from collections import Counter
@@ -15,7 +14,7 @@ from adk_sqlstore import Event, MemoryGenerator, SqlMemoryService, SqlSessionSer
 
 from .conftest import Figures, examples
 from .scripted_models import ScriptedModel
-from .workers import fact_generator
+from .workers import fact_generator, process_context
 
 APP = "race-app"
 USER = "user-1"
@@ -139,7 +138,7 @@ def test_processes_generating_for_one_user_create_no_duplicate(
 
     colours = ["red", "blue", "red", "green", "blue", "red"]
     ids = run_sync(_sessions(db_url, colours))
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     results = ctx.Queue()
     shares = [ids[0:4], ids[2:6], ids[0:2] + ids[4:6]]
     workers = [

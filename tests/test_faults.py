@@ -4,7 +4,6 @@ lock contention. The store must stay consistent and keep working."""
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import os
 import random
 import signal
@@ -28,7 +27,7 @@ from adk_sqlstore import (
 from .conftest import Figures
 from .helpers import fold
 from .pg_cluster import ThrowawayCluster
-from .workers import contended_writer, endless_writer
+from .workers import contended_writer, endless_writer, process_context
 
 
 def _has_text(event: Any) -> bool:
@@ -104,7 +103,7 @@ async def test_kill_9_during_appends_and_ingestion_keeps_the_database_consistent
     """Writers are killed at random points, each kill only after the writers have done
     more work (events stored since the last kill), so a busy machine makes the test
     slower, never weaker."""
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     rng = random.Random(20261129)
     kills = 0
     workers = [ctx.Process(target=endless_writer, args=(db_url, f"user-{n}", n)) for n in range(4)]
@@ -394,7 +393,7 @@ async def test_cancelled_ingestion_never_half_writes(
 def test_sqlite_writers_in_several_processes_never_see_database_is_locked(
     sqlite_url: str, figures: Figures
 ) -> None:
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     results = ctx.Queue()
     names = [f"p{n}" for n in range(6)]
     workers = [

@@ -13,7 +13,6 @@ about half the rounds and left the user's session and memories behind.
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import random
 import time
 from collections import Counter
@@ -32,7 +31,7 @@ from adk_sqlstore.store import CONFLICT_ATTEMPTS, retry_conflicts
 
 from .conftest import THOROUGH, Figures, _asyncpg_dsn, _mysql_connect
 from .race_ops import Executor, Round, check, schedule, set_up
-from .workers import race_writer
+from .workers import process_context, race_writer
 
 SOAK = pytest.mark.soak
 
@@ -79,7 +78,7 @@ async def _race(url: str, rounds: int, processes: int, seed: int) -> tuple[Count
     process or one of ``processes`` workers (chosen at random); check every round.
     Returns the outcomes by writer and the transactions run again."""
     rng = random.Random(seed)
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     pipes, workers = [], []
     for _ in range(processes):
         ours, theirs = ctx.Pipe()

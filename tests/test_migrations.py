@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -34,7 +33,7 @@ from adk_sqlstore.schema import ALEMBIC_VERSION_TABLE, SEARCH_OBJECTS, include_o
 from adk_sqlstore.urls import DATABASE_URL_ENV, normalize_url
 
 from .conftest import BACKENDS, REPO, MysqlFactory, PostgresFactory, run_sync
-from .workers import create_with_auto_migrate
+from .workers import create_with_auto_migrate, process_context
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:alembic")
 
@@ -321,7 +320,7 @@ def test_processes_auto_migrating_one_new_database_together(
     postgres_factory: PostgresFactory,
 ) -> None:
     url = postgres_factory.create(migrate=False)
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     results = ctx.Queue()
     workers = [
         ctx.Process(target=create_with_auto_migrate, args=(url, n, results)) for n in range(6)

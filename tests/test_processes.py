@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import multiprocessing
-
 from adk_sqlstore import SqlSessionService
 
-from .workers import race_appends
+from .workers import process_context, race_appends
 
 
 async def test_two_processes_racing_on_one_session_one_wins_each_round(db_url: str) -> None:
     rounds = 25
     async with SqlSessionService.from_url(db_url) as service:
         session = await service.create_session(app_name="race", user_id="u1")
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     barrier = ctx.Barrier(2, timeout=60)
     results = ctx.Queue()
     workers = [
