@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
-from multiprocessing.context import BaseContext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adk_sqlstore import (
     Event,
@@ -16,12 +15,15 @@ from adk_sqlstore import (
     StaleSessionError,
 )
 
+if TYPE_CHECKING:
+    from multiprocessing.context import ForkServerContext, SpawnContext
+
 PRELOADED = ["tests.workers", "tests.adk_agents"]
 """What every worker process has imported before it starts: this module and the ADK
 agents (skipped where google-adk is not installed)."""
 
 
-def process_context() -> BaseContext:
+def process_context() -> ForkServerContext | SpawnContext:
     """The multiprocessing context the tests start other OS processes with.
 
     ``forkserver``: each process is forked from a server process (one per test process)
