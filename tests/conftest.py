@@ -541,21 +541,26 @@ async def _postmaster_start_time() -> str | None:
 
 
 def _untracked_files() -> set[str] | None:
-    """Files in the checkout that git does not ignore and that are new or differ from
-    the index (None outside a git work tree): a test that writes into the checkout
-    instead of its tmp_path (a new file, or a tracked one written again) shows here."""
-    try:
-        listed = subprocess.run(
-            ["git", "ls-files", "--others", "--modified", "--exclude-standard"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return set(listed.stdout.splitlines())
+    """Files in the checkout that git does not ignore and that are new or whose content
+    differs from the index (None outside a git work tree): a test that writes into the
+    checkout instead of its tmp_path (a new file, or a tracked one written again) shows
+    here. ``git diff`` compares content, where ``ls-files --modified`` also lists a file
+    only touched, or cloned in the second the index was written."""
+    files: set[str] = set()
+    for command in (["ls-files", "--others", "--exclude-standard"], ["diff", "--name-only"]):
+        try:
+            listed = subprocess.run(
+                ["git", *command],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=True,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        files.update(listed.stdout.splitlines())
+    return files
 
 
 _untracked_before: dict[str, set[str] | None] = {}
