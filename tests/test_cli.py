@@ -733,3 +733,65 @@ def test_a_misspelt_url_parameter_on_the_command_line_names_the_closest(
     assert "do not take generater (did you mean `generator`?)" in output
     assert "adk-sqlstore's: auto_migrate, " in output and f"; {driver}'s: " in output
     assert "hunter2" not in output
+
+
+# -- inspect's port, on-flags, memory generate's hint (a review's findings)
+
+
+def test_inspect_says_in_one_line_that_it_cannot_listen(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``inspect --port 99999`` printed the banner, then two tracebacks; a port in use
+    the banner, uvicorn's error and status 3. Now a port out of range is a usage error
+    (status 2), and one that cannot be bound one error line (status 1), before the
+    banner and before uvicorn runs."""
+    import socket
+
+    uvicorn = pytest.importorskip("uvicorn", reason="inspect needs the inspector extra")
+    served: list[int] = []
+
+    def run(_asgi: object, host: str, port: int, **_: object) -> None:
+        served.append(port)
+        raise SystemExit(3)  # what uvicorn does when it cannot bind
+
+    monkeypatch.setattr(uvicorn, "run", run)
+    for port in ("99999", "0"):
+        result = runner.invoke(app, ["inspect", "--port", port, "--url", sqlite_url])
+        assert result.exit_code == 2 and "--port" in result.output, result.output
+        assert "Traceback" not in result.output and "memory inspector on" not in result.output
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = runner.invoke(app, ["inspect", "--port", str(port), "--url", sqlite_url])
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith(f"error: cannot listen on 127.0.0.1:{port}: address")
+    assert result.output.count("\n") == 1 and served == []
+
+
+@pytest.mark.parametrize(
+    ("command", "flag"),
+    [
+        (["memory", "search"], "--history"),
+        (["memory", "facts", "list"], "--history"),
+        (["memory", "generate"], "--retry-failed"),
+        (["import"], "--replace"),
+    ],
+)
+def test_on_flags_have_no_off_form(command: list[str], flag: str) -> None:
+    """Help showed ``--history / --no-history [default: no-history]``: the flags are
+    written as the docs write them, ``--history``, with no ``--no-`` form."""
+    help_text = runner.invoke(app, [*command, "--help"]).output
+    assert flag in help_text and "--no-" not in help_text and "default: no" not in help_text
+    refused = runner.invoke(app, [*command, f"--no-{flag[2:]}"])
+    assert refused.exit_code == 2 and f"No such option: --no-{flag[2:]}" in refused.output
+
+
+def test_memory_generate_without_a_generator_names_the_option(sqlite_url: str) -> None:
+    """It said "pass generator=MemoryGenerator(model)", the API's words, as
+    ``memory embed`` now says ``--embedder``."""
+    output = cli("memory", "generate", "--url", sqlite_url, code=1)
+    assert output == (
+        "error: no generator: pass --generator MODEL (e.g. --generator gemini-2.5-flash)"
+        " or ?generator= in the URL\n"
+    )

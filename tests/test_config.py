@@ -203,8 +203,9 @@ def _taken(message: str) -> dict[str, set[str]]:
         ("sqlstore+sqlite:///x.db", "auto_migrat", "auto_migrate"),
         ("sqlite:///x.db", "sqlite_busy_timout", "sqlite_busy_timeout"),
         ("sqlite:///x.db", "timeout", "sqlite_busy_timeout"),  # sqlite3's, overridden
-        ("sqlite:///x.db", "mode", "uri=true&mode"),
-        ("sqlite:///x.db?uri=true", "mod", "mode"),
+        ("sqlite:///file:x.db?uri=true", "mod", "mode"),
+        ("sqlite:///x.db", "GENERATOR", "generator"),  # whatever the case of its letters
+        ("postgresql://u:hunter2@h/db", "Pool_Size", "pool_size"),
         ("postgresql://u:hunter2@h/db", "timeout", "connect_timeout"),
     ],
 )
@@ -232,13 +233,15 @@ def test_a_misspelt_url_parameter_gets_the_closest_and_every_one_taken(
 def test_every_parameter_a_url_is_said_to_take_it_takes(driver: str) -> None:
     """The names a refusal lists are those the check lets through, one by one (with
     uri=true, SQLite's URI parameters too); nothing close: no suggestion."""
-    for url in [URLS[driver], *([URLS[driver] + "?uri=true"] if driver == "sqlite3" else [])]:
+    uri = ["sqlite:///file:x.db?uri=true"] if driver == "sqlite3" else []
+    for url in [URLS[driver], *uri]:
         with pytest.raises(ConfigurationError) as raised:
             resolve_url(f"{url}{'&' if '?' in url else '?'}zzqqx=1")
         assert "do not take zzqqx; they take" in str(raised.value)
         for names in _taken(str(raised.value)).values():
             for name in names:
-                resolve_url(f"{url}{'&' if '?' in url else '?'}{name}={VALUES.get(name, '1')}")
+                base = url.replace("///x.db", "///file:x.db") if name == "uri" else url
+                resolve_url(f"{base}{'&' if '?' in base else '?'}{name}={VALUES.get(name, '1')}")
 
 
 @pytest.mark.parametrize(
@@ -268,11 +271,15 @@ async def _reads(url: str) -> None:
 def test_every_sqlite_parameter_listed_connects(sqlite_url: str) -> None:
     """What SQLite URLs are said to take works there (a file at head: no write)."""
     uri_values = {"vfs": "unix", "cache": "private", "immutable": "0", "nolock": "0"}
-    for name in SETTINGS_TAKEN["sqlite3"] | {"uri", "detect_types", "check_same_thread"}:
+    for name in SETTINGS_TAKEN["sqlite3"] | {"detect_types", "check_same_thread"}:
         run_sync(_reads(with_query(sqlite_url, **{name: VALUES.get(name, "1")})))
     run_sync(_reads(with_query(sqlite_url, cached_statements="10")))
+    file_uri = sqlite_url.replace("sqlite:///", "sqlite:///file:")  # the file itself
+    run_sync(_reads(with_query(file_uri, uri="true")))
     for name, value in {**uri_values, "mode": "rw", "psow": "1"}.items():
-        run_sync(_reads(with_query(sqlite_url, uri="true", **{name: value})))
+        run_sync(_reads(with_query(file_uri, uri="true", **{name: value})))
+    folder = Path(sqlite_url[len("sqlite:///") :]).parent
+    assert not [p.name for p in folder.iterdir() if "?" in p.name or "file:" in p.name]
 
 
 @pytest.mark.postgres
@@ -566,3 +573,116 @@ def test_a_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setitem(sys.modules, "asyncpg", None)
     with pytest.raises(ValueError, match=r"adk-sqlstore\[postgres\]"):
         create_engine("postgresql://u:pw@127.0.0.1/db")
+
+
+# -- the query of sqlstore://, SQLite's URI parameters, `model` (a review's findings)
+
+
+@pytest.mark.parametrize(
+    ("query", "said"),
+    [
+        ("generater=x", "do not take generater (did you mean `generator`?)"),
+        ("pool_size=abc&sslmode=bogus", "do not take sslmode;"),
+        ("Pool_size=1", "do not take Pool_size (did you mean `pool_size`?)"),
+        ("statement_timeout=5s", "statement_timeout (a setting of PostgreSQL, MySQL"),
+        ("pool_size=abc", "pool_size must be a whole number of at least 1, not 'abc'"),
+    ],
+)
+def test_a_sqlstore_url_query_is_checked_as_the_sqlite_url_it_resolves_to(
+    query: str, said: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``sqlstore://?generater=x`` (ADK's spelling of the default) was taken with its
+    query unread, everywhere: ``from_url``, ``create_engine``, ``info --url``. Now
+    the same refusal, word for word, as the SQLite URL it resolves to."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    monkeypatch.delenv(DATABASE_URL_ENV, raising=False)
+    sqlite = f"sqlite:///{default_sqlite_path()}?{query}"
+    with pytest.raises(ConfigurationError, match=re.escape(said)) as expected:
+        resolve_url(sqlite)
+    for given in (f"sqlstore://?{query}", f"sqlstore:?{query}&auto_migrate=false"):
+        with pytest.raises(ConfigurationError) as raised:
+            resolve_url(given)
+        assert str(raised.value) == str(expected.value)
+        with pytest.raises(ConfigurationError) as raised:
+            SqlSessionService.from_url(given)
+        assert str(raised.value) == str(expected.value)
+        with pytest.raises(ConfigurationError) as raised:
+            create_engine(given)
+        with pytest.raises(ConfigurationError) as as_sqlite:
+            create_engine(sqlite)
+        assert str(raised.value) == str(as_sqlite.value)
+    result = CliRunner().invoke(app, ["info", "--url", f"sqlstore://?{query}"])
+    assert result.exit_code == 1 and result.output == f"error: {expected.value}\n"
+    with pytest.raises(ConfigurationError, match=r"do not take generator \(an option of from_url"):
+        create_engine("sqlstore://?generator=x")  # as create_engine("sqlite:///...?generator=x")
+
+
+async def test_the_settings_of_a_sqlstore_url_are_applied(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The settings of ``sqlstore://``'s query apply to the embedded file, and to the
+    URL of the environment variable (winning over its own), checked as that URL's."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    monkeypatch.delenv(DATABASE_URL_ENV, raising=False)
+    url = "sqlstore://?pool_size=3&sqlite_busy_timeout=7&language=german&auto_migrate=true"
+    async with SqlMemoryService.from_url(url) as memory:
+        await memory.search_memory(app_name="a", user_id="u", query="x")
+        engine = memory.store.engine
+        assert engine.pool.size() == 3  # type: ignore[attr-defined]
+        async with engine.connect() as conn:
+            assert (await conn.execute(text("PRAGMA busy_timeout"))).scalar() == 7000
+        assert memory.language == "german"
+    assert resolve_url(url).embedded
+    monkeypatch.setenv(DATABASE_URL_ENV, "postgresql://u@h/db?pool_size=2&language=german")
+    target = resolve_url("sqlstore://?pool_size=9&sslmode=require")
+    assert dict(target.url.query) == {"pool_size": "9", "ssl": "require"}
+    assert target.language == "german" and not target.embedded
+    with pytest.raises(ConfigurationError, match=r"sqlite_busy_timeout \(a setting of SQLite"):
+        resolve_url("sqlstore://?sqlite_busy_timeout=3")
+
+
+def test_sqlite_uri_parameters_are_answered_with_the_form_that_works(tmp_path: Path) -> None:
+    """``?mode=ro`` was answered "did you mean `uri=true&mode`?", and
+    ``sqlite:///x.db?uri=true&mode=ro`` made a file named ``x.db?mode=ro``: SQLite
+    reads a path as a URI only after ``file:``. The answer now gives the form that
+    works, a path without ``file:`` under ``uri=true`` is refused, and that form
+    opens the file itself (read-only here), in code and on the command line."""
+    with pytest.raises(ConfigurationError) as raised:
+        resolve_url("sqlite:///x.db?mode=ro")
+    assert (
+        "do not take mode (SQLite's URI parameters need uri=true and a file: path:"
+        " sqlite:///file:x.db?uri=true&mode=ro); they take"
+    ) in str(raised.value)
+    path = tmp_path / "x.db"
+    with pytest.raises(ConfigurationError) as raised:
+        SqlSessionService.from_url(f"sqlite:///{path}?uri=true&mode=ro")
+    assert str(raised.value).endswith(
+        "with uri=true, SQLite reads the path as a URI only when it starts with file: (any"
+        f" other is a file name, query and all): write sqlite:///file:{path}?uri=true&mode=ro"
+    )
+    assert CliRunner().invoke(app, ["migrate", "--url", f"sqlite:///{path}"]).exit_code == 0
+    read_only = f"sqlite:///file:{path}?uri=true&mode=ro"
+
+    async def use() -> None:
+        async with SqlSessionService.from_url(read_only) as service:
+            assert (await service.list_sessions(app_name="a")).sessions == []
+            with pytest.raises(DatabaseUnavailableError, match="readonly database"):
+                await service.create_session(app_name="a", user_id="u")
+
+    run_sync(use())
+    listed = CliRunner().invoke(app, ["sessions", "list", "--app", "a", "--url", read_only])
+    assert listed.exit_code == 0 and "0 session(s)" in listed.output, listed.output
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm"))) == [
+        "x.db"
+    ]
+
+
+@pytest.mark.parametrize("url", ["sqlite:///x.db", "postgresql://u@h/db", "mysql://u@h/db"])
+def test_model_in_a_url_is_answered_with_embedder_or_generator(url: str) -> None:
+    """``?model=`` was answered "did you mean `sslmode`?" on PostgreSQL."""
+    with pytest.raises(ConfigurationError) as raised:
+        resolve_url(f"{url}?model=x")
+    assert (
+        "do not take model (did you mean `embedder` (hybrid search) or `generator`"
+        " (memory generation)?); they take"
+    ) in str(raised.value)

@@ -866,3 +866,20 @@ def test_the_export_and_import_commands_carry_memories_json(db_url: str, tmp_pat
     assert "facts: 2 imported with 2 revision(s)" in imported
     histories, notes = run_sync(_after_import(db_url))
     assert (histories[0], notes) == (before[0], 1)  # turns come back by ingesting again
+
+
+async def test_search_with_history_returns_up_to_twice_limit_as_its_docstring_says(
+    sessions: SqlSessionService,
+) -> None:
+    """``search_memory``'s docstring said "At most ``limit`` memories"; with
+    ``history`` up to ``limit`` facts no longer current follow the others."""
+    memory = memory_with(sessions, ScriptedModel(vegetarian, contradicts))
+    await memory.add_session_to_memory(await conversation(sessions, *MONDAY_TURNS[:2], ts=MONDAY))
+    thursday = await conversation(sessions, ("user", "Actually, I eat fish now."), ts=THURSDAY)
+    await memory.add_session_to_memory(thursday)
+    found = await memory.search_memory(
+        app_name=APP, user_id=USER, query="fish vegetarian", limit=1, history=True
+    )
+    assert [m.custom_metadata.get("current", True) for m in found.memories] == [True, False]
+    doc = " ".join((SqlMemoryService.search_memory.__doc__ or "").split())
+    assert "followed by at most ``limit`` more, the facts no longer current: up to twice" in doc

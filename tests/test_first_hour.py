@@ -356,7 +356,7 @@ def test_a_misspelt_sqlite_url_setting_is_refused_naming_it(typo: str, tmp_path:
     said = rf"{name} \(did you mean `{meant[name]}`\?\); they take"
     with pytest.raises(ConfigurationError, match=said):
         SqlSessionService.from_url(url)
-    assert SqlSessionService.from_url(f"sqlite:///{tmp_path / 'x.db'}?uri=true&mode=rwc")
+    assert SqlSessionService.from_url(f"sqlite:///file:{tmp_path / 'x.db'}?uri=true&mode=rwc")
 
 
 @pytest.mark.parametrize("keyword", ["url", "db_url"])

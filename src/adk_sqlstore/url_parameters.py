@@ -47,8 +47,9 @@ def _refuse_unknown(
     """Raise :class:`ConfigurationError` if ``query`` names a parameter neither this
     library (the settings of ``backend``, and ``options``) nor the driver takes
     (``drivers``: the driver's parameters, headed by its name, then any further group
-    it takes, headed as the message shows it); ``meant``: names that mean one of the
-    taken ones here (``timeout``), suggested before the closest name."""
+    it takes, headed as the message shows it); ``meant``: what names that mean
+    something taken here (``timeout``) are answered with, before the closest name
+    (:func:`_did_you_mean`'s words, or a sentence of their own)."""
     own = _SETTINGS_OF[backend] | set(options)
     theirs = {name for names in drivers.values() for name in names}
     unknown = sorted(set(query) - own - theirs)
@@ -64,16 +65,30 @@ def _refuse_unknown(
     )
 
 
+def _did_you_mean(name: str) -> str:
+    return f"did you mean `{name}`?"
+
+
+_MODEL_MEANT = "did you mean `embedder` (hybrid search) or `generator` (memory generation)?"
+"""The answer to ``model``, which names neither option (the command line's ``--model``
+named both, by command)."""
+
+
 def _why(name: str, taken: Collection[str], meant: Mapping[str, str]) -> str:
     """``name``, refused, with a word on why: the backends whose setting it is, that
-    only ``from_url`` takes it, or the taken name it most likely means."""
+    only ``from_url`` takes it, or the taken name it most likely means (whatever the
+    case of its letters)."""
     backends = [backend for backend, names in _SETTINGS_OF.items() if name in names]
     if backends:
         return f"{name} (a setting of {', '.join(backends)} only)"
     if name in STORE_OPTIONS:
         return f"{name} (an option of from_url and --url, not of create_engine)"
-    near = meant.get(name) or closest(name, taken)
-    return f"{name} (did you mean `{near}`?)" if near else name
+    if name.lower() in meant:
+        return f"{name} ({meant[name.lower()]})"
+    if name.lower() == "model" and {"embedder", "generator"} <= set(taken):
+        return f"{name} ({_MODEL_MEANT})"
+    near = closest(name, taken)
+    return f"{name} ({_did_you_mean(near)})" if near else name
 
 
 _ASYNCPG_QUERY = {
@@ -134,7 +149,7 @@ def asyncpg_query(url: URL, shown: str, options: Collection[str] = ()) -> URL:
         backend="PostgreSQL",
         drivers={"asyncpg's": _ASYNCPG_QUERY | {"sslmode"}},
         options=options,
-        meant={"timeout": "connect_timeout"},
+        meant={"timeout": _did_you_mean("connect_timeout")},
     )
     return url.set(query=query) if query != dict(url.query) else url
 
@@ -179,7 +194,7 @@ def asyncmy_query(url: URL, shown: str, options: Collection[str] = ()) -> URL:
         backend="MySQL and MariaDB",
         drivers={"asyncmy's": _ASYNCMY_QUERY},
         options=options,
-        meant={"timeout": "connect_timeout"},
+        meant={"timeout": _did_you_mean("connect_timeout")},
     )
     return url.set(query=query)
 
@@ -189,12 +204,16 @@ _SQLITE_QUERY = {"uri", "detect_types", "check_same_thread", "cached_statements"
 sets the busy timeout itself: ``sqlite_busy_timeout``) nor ``isolation_level`` (it
 begins its own transactions), which would do nothing."""
 _SQLITE_URI_QUERY = {"mode", "cache", "immutable", "nolock", "psow", "vfs"}
+"""SQLite's URI parameters: taken with ``uri=true`` and a ``file:`` path only (SQLite
+reads any other path as a plain file name, ``?`` and all)."""
+_TRUE = ("true", "yes", "on", "y", "t", "1")  # as SQLAlchemy reads uri=
 
 
 def sqlite_query(url: URL, shown: str, options: Collection[str] = ()) -> URL:
     """The URL's query as SQLAlchemy's SQLite driver takes it (where SQLAlchemy would
-    only warn about a parameter it does not take, and ignore it); with ``uri=true``,
-    SQLite's own URI parameters (``mode``, ``cache``, ...) are taken too.
+    only warn about a parameter it does not take, and ignore it); with ``uri=true``
+    (and a ``file:`` path: ``sqlite:///file:x.db?uri=true&mode=ro``), SQLite's own
+    URI parameters (``mode``, ``cache``, ...) are taken too.
 
     Args:
         url: an SQLite URL.
@@ -203,15 +222,38 @@ def sqlite_query(url: URL, shown: str, options: Collection[str] = ()) -> URL:
 
     Raises:
         ConfigurationError: (a ``ValueError``) a parameter neither sqlite3 nor this
-            library takes on SQLite (the server backends' settings too).
+            library takes on SQLite (the server backends' settings too), or
+            ``uri=true`` with a path that is not a ``file:`` URI (SQLite would open a
+            file named after the whole URI, query included).
     """
     drivers = {"sqlite3's": _SQLITE_QUERY}
-    meant = {"timeout": "sqlite_busy_timeout", "busy_timeout": "sqlite_busy_timeout"}
-    if str(url.query.get("uri", "")).lower() in ("true", "1"):
+    meant = {
+        "timeout": _did_you_mean("sqlite_busy_timeout"),
+        "busy_timeout": _did_you_mean("sqlite_busy_timeout"),
+    }
+    database = url.database or ""
+    uri = str(url.query.get("uri", "")).strip().lower() in _TRUE
+    if uri and database not in ("", ":memory:") and not database.startswith("file:"):
+        raise ConfigurationError(
+            f"database URL {shown!r}: with uri=true, SQLite reads the path as a URI only"
+            f" when it starts with file: (any other is a file name, query and all):"
+            f" write {_uri_form(url)}"
+        )
+    if uri:
         drivers["with uri=true, SQLite's"] = _SQLITE_URI_QUERY
     else:
-        meant.update((name, f"uri=true&{name}") for name in _SQLITE_URI_QUERY)
+        answer = f"SQLite's URI parameters need uri=true and a file: path: {_uri_form(url)}"
+        meant.update(dict.fromkeys(_SQLITE_URI_QUERY, answer))
     _refuse_unknown(
         url.query, shown, backend="SQLite", drivers=drivers, options=options, meant=meant
     )
     return url
+
+
+def _uri_form(url: URL) -> str:
+    """``url`` as SQLite's URI parameters need it: ``sqlite:///file:PATH?uri=true&...``
+    (its SQLite URI parameters, or ``mode=ro`` for want of any)."""
+    path = url.database or "x.db"
+    path = path if path.startswith("file:") else f"file:{path}"
+    given = [f"{k}={v}" for k, v in url.query.items() if k in _SQLITE_URI_QUERY]
+    return f"sqlite:///{path}?" + "&".join(["uri=true", *(given or ["mode=ro"])])

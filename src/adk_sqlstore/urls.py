@@ -15,7 +15,8 @@ accepts the same spellings, resolved here by :func:`resolve_url`:
 - the same with ADK's service-URI prefix, ``sqlstore+postgresql://...``,
   ``sqlstore+mysql://...`` or ``sqlstore+sqlite:///...`` (what ADK's
   ``--session_service_uri`` needs);
-- ``sqlstore://``: the environment variable, else the embedded file;
+- ``sqlstore://``: the environment variable, else the embedded file (its query applies
+  to that URL, checked as that URL's own);
 - an ``auto_migrate=true`` (or ``false``) query parameter on any of them, and the
   connection settings of :data:`adk_sqlstore.settings.SETTINGS` (applied by
   :func:`adk_sqlstore.engine.create_engine`).
@@ -292,7 +293,8 @@ def _normalized(url: str | URL, *, options: Collection[str]) -> URL:
     URL's query itself (named as taken in a message about the query)."""
     if isinstance(url, str):
         if _is_service_default(url):
-            return resolve_url(url).url
+            taken = STORE_OPTIONS - {AUTO_MIGRATE_PARAMETER} <= set(options)
+            return _resolve(url, take_options=taken).url
         url = _spelled(_split_options(url)[0])
         options = {*options, AUTO_MIGRATE_PARAMETER}
     try:
@@ -423,32 +425,46 @@ def resolve_url(url: str | URL | None = None) -> DatabaseTarget:
 
     Every spelling of the module docstring is accepted, in ``url`` and in the
     environment variable alike; ``sqlstore://`` (or ``None``) means the environment
-    variable, else the embedded file. An ``auto_migrate``, ``language``, ``embedder`` or
-    ``generator`` parameter on ``sqlstore://`` applies to whatever it resolves to.
+    variable, else the embedded file. The query of ``sqlstore://`` applies to whatever
+    it resolves to: its ``auto_migrate``, ``language``, ``embedder`` and ``generator``,
+    and the rest of it (connection settings, driver parameters) checked and applied as
+    in that URL's own query (winning over it).
 
     Raises:
         ValueError: the URL is invalid or names an unsupported database (the message
             hides the password).
     """
+    return _resolve(url, take_options=True)
+
+
+def _resolve(url: str | URL | None, *, take_options: bool) -> DatabaseTarget:
+    """:func:`resolve_url`; without ``take_options`` (``create_engine``), the service
+    options of ``url`` itself are left in the query, where they are refused."""
     auto: bool | None = None
     language: str | None = None
     embedder: str | None = None
     generator: str | None = None
-    for candidate in (url, os.environ.get(DATABASE_URL_ENV, "").strip() or None):
-        candidate, given_language = pop_parameter(candidate, "language")
-        language = language or given_language  # the argument's choice first
-        candidate, given_embedder = pop_parameter(candidate, "embedder")
-        embedder = embedder or given_embedder
-        candidate, given_generator = pop_parameter(candidate, "generator")
-        generator = generator or given_generator
+    carried: list[str] = []  # the rest of a sqlstore:// query, for what it resolves to
+    options = STORE_OPTIONS - {AUTO_MIGRATE_PARAMETER} if take_options else frozenset()
+    given = (url, os.environ.get(DATABASE_URL_ENV, "").strip() or None)
+    for n, candidate in enumerate(given):
+        if take_options or n > 0:  # the environment's options: the service's, not ours
+            candidate, given_language = pop_parameter(candidate, "language")
+            language = language or given_language  # the argument's choice first
+            candidate, given_embedder = pop_parameter(candidate, "embedder")
+            embedder = embedder or given_embedder
+            candidate, given_generator = pop_parameter(candidate, "generator")
+            generator = generator or given_generator
         if isinstance(candidate, str):
-            candidate, given = _split_options(candidate)
-            auto = given if auto is None else auto
+            candidate, given_auto = _split_options(candidate)
+            auto = given_auto if auto is None else auto
             if _is_service_default(candidate):
+                carried = _merged_query(carried, candidate.partition("?")[2])
                 continue
+            candidate = _with_query(candidate, carried)
         if candidate is not None:
             return DatabaseTarget(
-                _normalized(candidate, options=STORE_OPTIONS - {AUTO_MIGRATE_PARAMETER}),
+                _normalized(candidate, options=options),
                 embedded=False,
                 auto_migrate=auto,
                 language=language,
@@ -458,13 +474,33 @@ def resolve_url(url: str | URL | None = None) -> DatabaseTarget:
     path = default_sqlite_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     return DatabaseTarget(
-        normalize_url(f"sqlite:///{path}"),
+        _normalized(_with_query(f"sqlite:///{path}", carried), options=options),
         embedded=True,
         auto_migrate=auto,
         language=language,
         embedder=embedder,
         generator=generator,
     )
+
+
+def _key(pair: str) -> str:
+    return unquote(pair.partition("=")[0])
+
+
+def _merged_query(first: list[str], then: str) -> list[str]:
+    """The query pairs ``first``, then those of the query text ``then`` whose names
+    ``first`` lacks (``first`` wins)."""
+    named = {_key(pair) for pair in first}
+    return first + [pair for pair in then.split("&") if pair and _key(pair) not in named]
+
+
+def _with_query(url: str, pairs: list[str]) -> str:
+    """``url`` with the query ``pairs`` (of a ``sqlstore://`` URL) in its query,
+    replacing its own parameters of those names."""
+    if not pairs:
+        return url
+    base, _, query = url.partition("?")
+    return base + "?" + "&".join(_merged_query(pairs, query))
 
 
 def split_settings(url: URL) -> tuple[URL, dict[str, Any]]:

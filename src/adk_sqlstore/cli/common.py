@@ -11,7 +11,6 @@ import shlex
 import sys
 from collections.abc import Coroutine
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -21,7 +20,7 @@ from rich.text import Text
 
 from ..console import make_console
 from ..errors import AdkSqlStoreError
-from ..urls import resolve_url, shown_url
+from ..urls import resolve_url, shown_url, sqlite_path
 from .parsing import App
 
 __all__ = [
@@ -169,16 +168,9 @@ def database(url: str | None, *, must_exist: bool = True) -> str | None:
     except ValueError as exc:
         error(str(exc))
         raise typer.Exit(1) from None
-    path = target.url.database
-    if (
-        must_exist
-        and not target.embedded
-        and target.url.get_backend_name() == "sqlite"
-        and path
-        and path != ":memory:"
-        and not Path(path).exists()
-    ):
-        folder = Path(path).absolute().parent
+    path = sqlite_path(target.url)  # a file: URI's file too
+    if must_exist and not target.embedded and path is not None and not path.exists():
+        folder = path.parent
         make = "" if folder.is_dir() else f"mkdir -p {shlex.quote(str(folder))} && "
         error(
             f"no database file at {path}{'' if not make else f' (no folder {folder})'};"

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ..errors import GenerationError
+from ..errors import ConfigurationError, GenerationError
 from ..generation import Fact, FactRevision, GenerationReport
 from ..memory import SqlMemoryService
 from .common import (
@@ -61,7 +61,7 @@ def memory_generate(
         str | None, typer.Option("--app", metavar="APP", help="Only this app.")
     ] = None,
     user: Annotated[
-        str | None, typer.Option("--user", metavar="USER", help="Only this user.")
+        str | None, typer.Option("--user", metavar="USER", help="Only this user_id.")
     ] = None,
     session: Annotated[
         str | None,
@@ -70,7 +70,8 @@ def memory_generate(
         ),
     ] = None,
     retry_failed: Annotated[
-        bool, typer.Option(help="Also run sessions that failed too often before.")
+        bool,
+        typer.Option("--retry-failed", help="Also run sessions that failed too often before."),
     ] = False,
     generator: GeneratorOption = None,
     url: UrlOption = None,
@@ -90,6 +91,11 @@ def memory_generate(
 
     async def run() -> GenerationReport:
         async with SqlMemoryService.from_url(database(url), generator=generator) as memory:
+            if memory.generator is None:
+                raise ConfigurationError(
+                    "no generator: pass --generator MODEL (e.g. --generator"
+                    " gemini-2.5-flash) or ?generator= in the URL"
+                )
             if session is not None:
                 assert app_name is not None and user is not None
                 try:
@@ -138,7 +144,8 @@ def facts_list(
     app_name: AppOption,
     user: UserOption,
     history: Annotated[
-        bool, typer.Option(help="Also facts no longer current (contradicted or expired).")
+        bool,
+        typer.Option("--history", help="Also facts no longer current (contradicted or expired)."),
     ] = False,
     url: UrlOption = None,
 ) -> None:

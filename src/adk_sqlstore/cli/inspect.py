@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import socket
 from typing import Annotated
 
 import typer
@@ -20,7 +21,10 @@ def inspect(
         str,
         typer.Option("--host", metavar="HOST", help="Address to listen on (loopback by default)."),
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", metavar="PORT", help="Port to listen on.")] = 8765,
+    port: Annotated[
+        int,
+        typer.Option("--port", metavar="PORT", min=1, max=65535, help="Port to listen on."),
+    ] = 8765,
     write: Annotated[
         bool,
         typer.Option(
@@ -68,9 +72,34 @@ def inspect(
             " give --token (or $ADK_SQLSTORE_INSPECTOR_TOKEN), or listen on 127.0.0.1"
         )
         raise typer.Exit(2)
+    shown = f"[{host}]" if ":" in host else host
+    why = _cannot_listen(host, port)
+    if why is not None:
+        error(f"cannot listen on {shown}:{port}: {why}")
+        raise typer.Exit(1)
     name = operator or os.environ.get("USER") or getpass.getuser()
     inspector = create_app(database(url), write=write, token=token, operator=name)
-    shown = f"[{host}]" if ":" in host else host
     mode = "with changes allowed (--write)" if write else "read-only"
     consoles.out.print(f"memory inspector on http://{shown}:{port}/ ({mode}); Ctrl+C stops it")
-    uvicorn.run(inspector, host=host, port=port, log_level="warning", access_log=False)
+    try:
+        uvicorn.run(inspector, host=host, port=port, log_level="warning", access_log=False)
+    except SystemExit as exc:  # uvicorn's exit on a failed start (its error logged)
+        if exc.code not in (0, None):
+            raise typer.Exit(1) from None
+        raise
+
+
+def _cannot_listen(host: str, port: int) -> str | None:
+    """Why uvicorn could not listen on ``host:port`` (the port in use, not allowed, the
+    address not this machine's), or ``None``: a socket is bound there as uvicorn binds
+    it (``SO_REUSEADDR``), then closed. uvicorn itself would log the failure after the
+    banner, then exit with 3."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:  # in use, a privileged port, an unknown host
+        reason = exc.strerror or str(exc)
+        return f"{reason[:1].lower()}{reason[1:]} (give another --port or --host)"
+    return None

@@ -71,8 +71,9 @@ KindOption = Annotated[
 HistoryOption = Annotated[
     bool,
     typer.Option(
-        help="Also facts no longer current (contradicted or expired), after the others,"
-        " with when they stopped being true.",
+        "--history",
+        help="Also up to --limit facts no longer current (contradicted or expired), after"
+        " the others, with when they stopped being true.",
     ),
 ]
 

@@ -185,7 +185,8 @@ def import_(
     replace: Annotated[
         bool,
         typer.Option(
-            help="Replace sessions that already exist, and user:/app: keys the store has."
+            "--replace",
+            help="Replace sessions that already exist, and user:/app: keys the store has.",
         ),
     ] = False,
     url: UrlOption = None,
@@ -313,7 +314,8 @@ def export(
         str | None, typer.Option("--user", metavar="USER", help="Only this user_id.")
     ] = None,
     session_id: Annotated[
-        str | None, typer.Option("--session", metavar="SESSION_ID", help="Only this session.")
+        str | None,
+        typer.Option("--session", metavar="SESSION", help="Only this session (with --user)."),
     ] = None,
     out: Annotated[
         Path,

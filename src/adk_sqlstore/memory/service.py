@@ -384,9 +384,12 @@ class SqlMemoryService(MemoryJobs, MemoryFacts, MemoryForgetting, MemoryTransfer
         (logged).
 
         Returns:
-            At most ``limit`` memories (at most 1,000), best first; each carries ``id``,
-            ``content``, ``author``, ``timestamp`` (ISO 8601, UTC) and
-            ``custom_metadata`` with the stored metadata plus ``session_id``,
+            At most ``limit`` memories (turns and current facts; at most 1,000),
+            best first; with ``history`` (and ``kind`` not ``"turns"``), followed by
+            at most ``limit`` more, the facts no longer current: up to twice ``limit``
+            in all. Each carries ``id``, ``content``, ``author``, ``timestamp`` (ISO
+            8601, UTC) and ``custom_metadata`` with the stored metadata plus
+            ``session_id``,
             ``event_id`` and ``score`` (BM25, or with an embedder the fused score from
             0 to 1; higher is better; comparable within one search only). With an
             embedder also ``lexical_score`` (BM25; ``None`` outside its candidates) and
@@ -398,7 +401,9 @@ class SqlMemoryService(MemoryJobs, MemoryFacts, MemoryForgetting, MemoryTransfer
         Facts (:meth:`generate`; ``custom_metadata["kind"] == "fact"``) rank with
         turns; ``kind="facts"`` or ``"turns"`` keeps one kind (of the top ``max(5 x
         limit, 50)``). Facts contradicted or expired return only with ``history``: up
-        to ``limit`` more, after the others (``current: False``, ranked among themselves).
+        to ``limit`` more, after the others (``current: False``; those holding a query
+        word, of the user's 1,000 most recently changed, ranked among themselves by
+        BM25 alone).
 
         Raises:
             InvalidArgumentError: ``query`` is not a str, ``limit`` not 1 or more, or
