@@ -30,7 +30,7 @@ from rich.table import Table
 from sqlalchemy.engine import make_url
 
 from adk_sqlstore.engine import create_engine
-from adk_sqlstore.urls import redact_url
+from adk_sqlstore.url_display import redact_url
 
 from .artifact_bench import ARTIFACT_SIZES, run_artifacts
 from .contenders import contenders

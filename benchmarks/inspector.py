@@ -71,7 +71,7 @@ from adk_sqlstore.schema import (
 )
 from adk_sqlstore.sql.artifacts import ArtifactKey
 from adk_sqlstore.store import Store
-from adk_sqlstore.urls import redact_url
+from adk_sqlstore.url_display import redact_url
 from adk_sqlstore.validation import dump_json_value
 
 from .__main__ import DEFAULT_ADMIN, throwaway

@@ -45,7 +45,7 @@ from rich.table import Table
 from adk_sqlstore import Event, Session, SqlMemoryService
 from adk_sqlstore.engine import create_engine
 from adk_sqlstore.migration import upgrade
-from adk_sqlstore.urls import redact_url
+from adk_sqlstore.url_display import redact_url
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo"
 DEFAULT_POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"

@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "errors",
             "settings",
             "urls",
+            "url_display",
             "url_parameters",
             "suggestions",
             "models",

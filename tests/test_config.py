@@ -25,14 +25,8 @@ from adk_sqlstore.engine import create_engine
 from adk_sqlstore.errors import ConfigurationError
 from adk_sqlstore.migration import HEAD_REVISION, current_revision
 from adk_sqlstore.settings import SETTINGS
-from adk_sqlstore.urls import (
-    DATABASE_URL_ENV,
-    default_sqlite_path,
-    describe_url,
-    normalize_url,
-    redact_url,
-    resolve_url,
-)
+from adk_sqlstore.url_display import describe_url, redact_url
+from adk_sqlstore.urls import DATABASE_URL_ENV, default_sqlite_path, normalize_url, resolve_url
 
 from .conftest import pg_url, run_sync, with_query
 

@@ -48,7 +48,8 @@ from .memory import SqlMemoryService
 from .models import Content, Event, EventActions, FunctionCall, FunctionResponse, Part, Session
 from .sessions import SqlSessionService
 from .state import TEMP_PREFIX, USER_PREFIX
-from .urls import DATABASE_URL_ENV, describe_url, resolve_url
+from .url_display import describe_url
+from .urls import DATABASE_URL_ENV, resolve_url
 
 __all__ = [
     "AGENT",

@@ -45,7 +45,8 @@ from .settings import (
     milliseconds,
 )
 from .sql.held import HeldConnection
-from .urls import normalize_url, shown_url, split_settings
+from .url_display import shown_url
+from .urls import normalize_url, split_settings
 
 __all__ = [
     "WRITE_OPTION",

@@ -21,7 +21,7 @@ from .errors import (
     DatabaseUnavailableError,
     PoolTimeoutError,
 )
-from .urls import shown_url
+from .url_display import shown_url
 
 __all__ = [
     "conflict_error",

@@ -29,7 +29,7 @@ from .sql.schema_version import (
     read_revision,
     unlock_migrations,
 )
-from .urls import shown_url
+from .url_display import shown_url
 
 __all__ = [
     "HEAD_REVISION",

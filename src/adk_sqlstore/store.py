@@ -318,7 +318,7 @@ class Store(ClosedOnExit):
     @property
     def url(self) -> URL:
         """The database URL with its connection settings (show it with
-        :func:`adk_sqlstore.urls.redact_url`)."""
+        :func:`adk_sqlstore.url_display.redact_url`)."""
         return given_url(self._engine)
 
     @property

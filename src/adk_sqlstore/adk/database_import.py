@@ -53,7 +53,8 @@ from ..sql.adk_source import (
     keys_after,
     schema_version,
 )
-from ..urls import normalize_url, redact_url, split_settings
+from ..url_display import redact_url
+from ..urls import normalize_url, split_settings
 from ._google import AdkEvent, AdkSession
 from .sessions import SqlSessionService
 

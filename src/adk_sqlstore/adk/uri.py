@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ..errors import ConfigurationError, InvalidArgumentError
 from ..migration import check_schema_at_startup
 from ..store import Store
-from ..urls import describe_url
+from ..url_display import describe_url
 
 __all__ = ["chosen_store", "store_for_uri"]
 

@@ -23,7 +23,8 @@ from ..failures import database_errors
 from ..memory import SqlMemoryService
 from ..search.analysis import analyzer
 from ..sessions import PruneReport, SqlSessionService
-from ..urls import resolve_url, sqlite_path
+from ..url_display import sqlite_path
+from ..urls import resolve_url
 from .common import (
     AppOption,
     UrlOption,

@@ -20,7 +20,8 @@ from rich.text import Text
 
 from ..console import make_console
 from ..errors import AdkSqlStoreError
-from ..urls import resolve_url, shown_url, sqlite_path
+from ..url_display import shown_url, sqlite_path
+from ..urls import resolve_url
 from .parsing import App
 
 __all__ = [

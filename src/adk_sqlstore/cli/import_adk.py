@@ -8,7 +8,8 @@ import typer
 
 from ..errors import SchemaNotMigratedError
 from ..failures import driver_error
-from ..urls import resolve_url, sqlite_path
+from ..url_display import sqlite_path
+from ..urls import resolve_url
 from .common import app, consoles, database, error, progress_bar, run_command
 
 if TYPE_CHECKING:

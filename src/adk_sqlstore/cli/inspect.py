@@ -14,6 +14,28 @@ from .common import UrlOption, app, consoles, database, error
 __all__ = ["inspect"]
 
 
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        metavar="TOKEN",
+        envvar="ADK_SQLSTORE_INSPECTOR_TOKEN",
+        help="Every request must carry this token (the sign-in page sets a cookie)."
+        " Needed to listen on an address other than loopback.",
+        show_envvar=True,
+    ),
+]
+
+OperatorOption = Annotated[
+    str | None,
+    typer.Option(
+        "--operator",
+        metavar="NAME",
+        help="Your name in the change log and in fact corrections (default: your login).",
+    ),
+]
+
+
 @app.command("inspect")
 def inspect(
     url: UrlOption = None,
@@ -33,25 +55,8 @@ def inspect(
             " again, export and forget users. Read-only without it.",
         ),
     ] = False,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            "--token",
-            metavar="TOKEN",
-            envvar="ADK_SQLSTORE_INSPECTOR_TOKEN",
-            help="Every request must carry this token (the sign-in page sets a cookie)."
-            " Needed to listen on an address other than loopback.",
-            show_envvar=True,
-        ),
-    ] = None,
-    operator: Annotated[
-        str | None,
-        typer.Option(
-            "--operator",
-            metavar="NAME",
-            help="Your name in the change log and in fact corrections (default: your login).",
-        ),
-    ] = None,
+    token: TokenOption = None,
+    operator: OperatorOption = None,
 ) -> None:
     """Serve the memory inspector over the store: apps, users, sessions, facts with
     their history, memory search with scores; changes only with --write."""

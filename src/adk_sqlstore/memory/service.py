@@ -369,19 +369,17 @@ class SqlMemoryService(MemoryJobs, MemoryFacts, MemoryForgetting, MemoryTransfer
         match whole or by their parts; text without spaces (Chinese, Japanese,
         Korean, Thai, ...) matches by character bigrams. Any term may match, and
         memories are ranked by BM25 over this user's memories (:mod:`.search.lexical`,
-        the same terms and scores on both backends); ties go to the more recent
-        memory (ADK's in-memory service returns the older first). The author and the
-        first 100,000 characters of a memory's text are indexed. No query raises:
-        search syntax, SQL and very long queries are searched as plain words (cut at
-        10,000 characters); an empty or all-stop-word query finds nothing. Only rows
-        of ``(app_name, user_id)`` are ever read.
+        the same terms and scores on every backend); ties go to the more recent
+        memory (ADK's in-memory service: the older). The author and the first 100,000
+        characters of a text are indexed. Search syntax, SQL and long queries are
+        plain words (cut at 10,000 characters); an empty or all-stop-word query finds
+        nothing. Only rows of ``(app_name, user_id)`` are ever read.
 
         With an embedder (hybrid search, :mod:`adk_sqlstore.search.hybrid`), the
         query is embedded first (outside any transaction) and BM25's top candidates
         are fused with the user's nearest vectors of the embedder's model by min-max
-        normalised scores; then even a query sharing no word with a memory (or made
-        of stop words) can find it. If the embedder fails, the search is BM25 alone
-        (logged).
+        normalised scores; then a query sharing no word with a memory (or of stop
+        words) can find it too. If the embedder fails, the search is BM25 (logged).
 
         Returns:
             At most ``limit`` memories (turns and current facts; at most 1,000),
@@ -389,21 +387,19 @@ class SqlMemoryService(MemoryJobs, MemoryFacts, MemoryForgetting, MemoryTransfer
             at most ``limit`` more, the facts no longer current: up to twice ``limit``
             in all. Each carries ``id``, ``content``, ``author``, ``timestamp`` (ISO
             8601, UTC) and ``custom_metadata`` with the stored metadata plus
-            ``session_id``,
-            ``event_id`` and ``score`` (BM25, or with an embedder the fused score from
-            0 to 1; higher is better; comparable within one search only). With an
-            embedder also ``lexical_score`` (BM25; ``None`` outside its candidates) and
-            ``vector_score`` (the inner product of unit vectors; ``None`` for a
-            memory without a vector of the model, and for every memory when the
-            search fell back to BM25). A memory holding no query word with a
-            similarity of 0 or less is not returned.
+            ``session_id``, ``event_id`` and ``score`` (BM25, or with an embedder the
+            fused score from 0 to 1; higher is better; comparable within one search
+            only). With an embedder also ``lexical_score`` (BM25; ``None`` outside its
+            candidates) and ``vector_score`` (the inner product of unit vectors;
+            ``None`` without a vector of the model, or when the search fell back to
+            BM25). A memory holding no query word with a similarity of 0 or less is
+            not returned.
 
         Facts (:meth:`generate`; ``custom_metadata["kind"] == "fact"``) rank with
         turns; ``kind="facts"`` or ``"turns"`` keeps one kind (of the top ``max(5 x
-        limit, 50)``). Facts contradicted or expired return only with ``history``: up
-        to ``limit`` more, after the others (``current: False``; those holding a query
-        word, of the user's 1,000 most recently changed, ranked among themselves by
-        BM25 alone).
+        limit, 50)``). The facts no longer current (``current: False``) are those
+        holding a query word among the user's 1,000 most recently changed, ranked by
+        BM25 alone.
 
         Raises:
             InvalidArgumentError: ``query`` is not a str, ``limit`` not 1 or more, or
