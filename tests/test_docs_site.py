@@ -45,10 +45,14 @@ PAGES = ["index", "getting-started", "facts", "cli"]
 CODE_FITS = {"index", "getting-started", "cli"}
 
 
-def _mkdocs(config: Path, site: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    for module in ("mkdocs", "material", "mkdocstrings"):
+def _needs_the_docs_extra() -> None:
+    for module in ("mkdocs", "material", "mkdocstrings", "yaml"):
         if importlib.util.find_spec(module) is None:
             pytest.skip(f"the docs extra is not installed ({module} is missing)")
+
+
+def _mkdocs(config: Path, site: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    _needs_the_docs_extra()
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     command = ["build", "--strict", "-f", str(config), "--site-dir", str(site)]
     return subprocess.run(
@@ -166,6 +170,7 @@ def test_make_docs_checks_the_links_after_the_build() -> None:
 def test_mkdocs_refuses_an_absolute_or_broken_link_in_the_markdown(tmp_path: Path) -> None:
     """The Markdown's links, before the HTML's: the site's ``validation`` settings make
     ``--strict`` fail on a link to a missing page or anchor and on an absolute link."""
+    _needs_the_docs_extra()
     import yaml
 
     validation = yaml.safe_load((REPO / "mkdocs.yml").read_text())["validation"]
