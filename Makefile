@@ -1,12 +1,12 @@
 # Two commands do all set-up on a fresh clone (Python 3.11+ needed):
 #   make demo      creates .venv, installs adk-sqlstore, runs the demo on the embedded SQLite file
 #   make test      creates .venv, installs the test tools, runs the test suite in parallel
-#                  (about 3.5 min on 2 cores), without the long soak tests and the Citus
+#                  (3.5-4 min on 2 CPUs, quiet), without the long soak tests and the Citus
 #                  cluster's (CI runs both), with a third of the property tests' examples
 #                  (all of them with CI=true)
 #   make test-all  (CI) every test, soak and Citus included, then the PostgreSQL tests again
 #                  on a throwaway password-protected server and through PgBouncer (about 11 min)
-#   make test-citus (CI) the contract suite on a throwaway Citus cluster (about 6 min)
+#   make test-citus (CI) the contract suite on a throwaway Citus cluster (about 5 min)
 PYTHON ?= python3
 # Python caches bytecode here even where the environment says not to (some machines set
 # PYTHONDONTWRITEBYTECODE=1): without the cache each test process compiles pytest's
