@@ -34,9 +34,9 @@ from typing import Any
 import pytest
 
 from . import site_links
-from .conftest import IN_CI, REPO
+from .chromium import headless_chromium
+from .conftest import REPO
 
-CHROMIUM = Path("/usr/bin/chromium")
 WIDE = {"width": 1280, "height": 900}
 NARROW = {"width": 390, "height": 844}
 
@@ -197,27 +197,8 @@ def test_mkdocs_refuses_an_absolute_or_broken_link_in_the_markdown(tmp_path: Pat
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if importlib.util.find_spec("playwright") is None:
-        pytest.skip(
-            "the playwright package is not installed (the dev extra has it:"
-            ' pip install -e ".[dev]"); these tests drive /usr/bin/chromium with it'
-        )
-    if not CHROMIUM.exists():
-        message = (
-            f"{CHROMIUM} is missing: these tests drive Debian's headless Chromium"
-            " (apt-get install chromium); Playwright's own browsers are not used"
-        )
-        if IN_CI:
-            pytest.fail("CI=true but " + message)
-        pytest.skip(message)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=["--no-sandbox"], headless=True
-        )
+    with headless_chromium() as launched:
         yield launched
-        launched.close()
 
 
 @pytest.fixture(scope="module")

@@ -35,12 +35,12 @@ import pytest
 
 from adk_sqlstore import Event, MemoryEntry, SqlSessionService
 
-from .conftest import IN_CI, run_sync
+from .chromium import headless_chromium
+from .conftest import run_sync
 from .scripted_models import ScriptedModel, memory_with
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = Path(
     os.environ.get("ADK_SQLSTORE_SCREENSHOTS")
     or Path(tempfile.gettempdir()) / f"adk-sqlstore-inspector-screenshots-{os.getpid()}"
@@ -61,24 +61,11 @@ AISLE = "The user prefers aisle seats."
 
 
 def _needs() -> None:
-    """Skip (fail under CI=true, for a missing Chromium) where the browser tests
-    cannot run."""
+    """Skip where the inspector extra is missing (a missing browser:
+    :func:`tests.chromium.headless_chromium`)."""
     for module in ("starlette", "jinja2", "uvicorn", "multipart"):
         if importlib.util.find_spec(module) is None:
             pytest.skip(f"the inspector extra is not installed ({module} is missing)")
-    if importlib.util.find_spec("playwright") is None:
-        pytest.skip(
-            "the playwright package is not installed (the dev extra has it:"
-            ' pip install -e ".[dev]"); these tests drive /usr/bin/chromium with it'
-        )
-    if not CHROMIUM.exists():
-        message = (
-            f"{CHROMIUM} is missing: these tests drive Debian's headless Chromium"
-            " (apt-get install chromium); Playwright's own browsers are not used"
-        )
-        if IN_CI:
-            pytest.fail("CI=true but " + message)
-        pytest.skip(message)
 
 
 # -- the store ----------------------------------------------------------------------------
@@ -273,14 +260,8 @@ def serving(app: Any) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     _needs()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=["--no-sandbox"], headless=True
-        )
+    with headless_chromium() as launched:
         yield launched
-        launched.close()
 
 
 # Chromium reports a CSP violation on the console too; this makes sure of it, whatever
