@@ -67,7 +67,19 @@ def _suggest_option(ctx: Any, exc: Exception) -> None:
     exc.message = f"No such option: {name}" + (f"; did you mean {near}?" if near else "")  # type: ignore[attr-defined]
 
 
-class Command(TyperCommand):
+class _SuggestsOptions:
+    """Answers a mistyped option with the visible option most like it
+    (:func:`_suggest_option`), in commands and groups alike."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)  # type: ignore[misc, no-any-return]
+        except Exception as exc:
+            _suggest_option(ctx, exc)
+            raise
+
+
+class Command(_SuggestsOptions, TyperCommand):
     """A command whose help shows its arguments as a person writes them."""
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
@@ -84,15 +96,8 @@ class Command(TyperCommand):
     def format_options(self, ctx: Any, formatter: Any) -> None:
         _format_params(ctx, formatter)
 
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        try:
-            return super().parse_args(ctx, args)
-        except Exception as exc:
-            _suggest_option(ctx, exc)
-            raise
 
-
-class Group(TyperGroup):
+class Group(_SuggestsOptions, TyperGroup):
     """A group of commands with the same plain help, whose mistyped command is
     answered with the visible command most like it."""
 
@@ -102,13 +107,6 @@ class Group(TyperGroup):
     def format_options(self, ctx: Any, formatter: Any) -> None:
         _format_params(ctx, formatter)
         self.format_commands(ctx, formatter)
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        try:
-            return super().parse_args(ctx, args)
-        except Exception as exc:
-            _suggest_option(ctx, exc)
-            raise
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         name = args[0] if args else ""
